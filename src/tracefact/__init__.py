@@ -1,0 +1,24 @@
+"""tracefact: see on your own traces whether LLM answers are grounded in their contexts.
+
+The public API is small and flat; everything else lives in modules with one job.
+"""
+
+from tracefact._configure import configure, force_flush, shutdown
+from tracefact._version import __version__
+from tracefact.instrument.decorators import chain, llm, retriever
+from tracefact.instrument.litellm import instrument_litellm, uninstrument_litellm
+from tracefact.instrument.spans import SpanRecorder, span
+
+__all__ = [
+    "SpanRecorder",
+    "__version__",
+    "chain",
+    "configure",
+    "force_flush",
+    "instrument_litellm",
+    "llm",
+    "retriever",
+    "shutdown",
+    "span",
+    "uninstrument_litellm",
+]

@@ -1,0 +1,97 @@
+"""The evaluator contract: what goes in, what comes out, and how it fails.
+
+One score direction everywhere: higher means more hallucinated. An evaluator's own
+figure (for example Vectara's consistency score) goes into ``EvalResult.raw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+Label = Literal["factual", "hallucinated"]
+FACTUAL: Label = "factual"
+HALLUCINATED: Label = "hallucinated"
+
+
+class EvalCase(BaseModel):
+    """One answer to judge: the question, what it must be grounded in, and the answer."""
+
+    input: str = ""
+    contexts: list[str] = Field(default_factory=list)
+    output: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvalResult(BaseModel):
+    """An evaluator's verdict on one case."""
+
+    name: str
+    label: Label
+    score: float = Field(ge=0.0, le=1.0, description="0 = fully supported, 1 = hallucinated")
+    explanation: str = ""
+    unsupported: list[str] = Field(default_factory=list)
+    evaluator: str = Field(description="which evaluator and version or model")
+    latency_ms: float = 0.0
+    cost_usd: float | None = None
+    annotator_kind: Literal["LLM", "CODE"] = "CODE"
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Anything with a name that turns an `EvalCase` into an `EvalResult`, asynchronously.
+
+    Implementations raise an `EvaluationError` subclass instead of guessing.
+    """
+
+    name: str
+
+    async def evaluate(self, case: EvalCase) -> EvalResult: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Name, score direction and input schema; also the evaluator's cache identity."""
+        ...
+
+
+class EvaluationError(Exception):
+    """Base of every error an evaluator raises; the pipeline records it as status `error`."""
+
+    transient: bool = False
+    """True when trying again later may succeed (rate limits, 5xx, lost connections)."""
+
+
+class InvalidCaseError(EvaluationError):
+    """The case lacks what this evaluator needs (for example no contexts)."""
+
+
+class BadReplyError(EvaluationError):
+    """The evaluator answered, but not in the expected format. Never turned into a guess."""
+
+    def __init__(self, message: str, reply: str = "") -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class ProviderError(EvaluationError):
+    """The model provider or API failed; `status_code` is the HTTP status when known."""
+
+    def __init__(self, message: str, status_code: int | None = None, transient: bool = False):
+        super().__init__(message)
+        self.status_code = status_code
+        self.transient = transient
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429 or the provider's equivalent; `retry_after` seconds when it said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message, status_code=429, transient=True)
+        self.retry_after = retry_after
+
+
+class EvaluationTimeout(EvaluationError):
+    """The evaluation took longer than its deadline."""
+
+    transient = True

@@ -1,0 +1,134 @@
+"""Turning arbitrary Python values into safe, bounded span attribute text.
+
+Everything here runs on the application's thread inside a decorated call, so it must
+never raise and must stay cheap on the common path (a short ``str``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+Redactor = Callable[[str], str]
+
+REDACTED = "[REDACTED]"
+TRUNCATION_MARKER = "…[truncated {} chars]"
+_MAX_ITEMS = 1000
+_MAX_DEPTH = 20
+
+# A name is secret-looking when its last word is one of these (so `max_tokens` is not).
+_SECRET_NAME = re.compile(
+    r"(?:^|[_\-.])(?:api[_\-]?key|apikey|authorization|auth|password|passwd|secret|"
+    r"token|access[_\-]?token|refresh[_\-]?token|credentials?|private[_\-]?key)$",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for argument or dict-key names whose values must never reach a span."""
+    return bool(_SECRET_NAME.search(name))
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How content is recorded; set process-wide by `tracefact.configure`."""
+
+    capture_content: bool = True
+    max_attribute_length: int = 8192
+    redact: Redactor | None = None
+
+
+_options = CaptureOptions()
+
+
+def set_capture_options(options: CaptureOptions) -> None:
+    global _options
+    _options = options
+
+
+def capture_options() -> CaptureOptions:
+    return _options
+
+
+def to_text(value: Any) -> tuple[str, bool]:
+    """Serialise any value to text; the flag says whether the text is JSON.
+
+    Never raises: cycles, bytes, unserialisable and hostile objects all get a
+    placeholder instead of an exception in the caller's code.
+    """
+    if isinstance(value, str):
+        return value, False
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_placeholder(value), False
+    try:
+        return json.dumps(_jsonable(value, set(), 0), ensure_ascii=False), True
+    except Exception:  # a __repr__ or __iter__ that raises is the caller's bug, not a crash
+        return _safe_repr(value), False
+
+
+def finish(text: str, options: CaptureOptions) -> str:
+    """Apply the user's redactor, then the length limit (with a visible marker)."""
+    if options.redact is not None:
+        try:
+            text = str(options.redact(text))
+        except Exception:
+            # A failing redactor must not leak what it was meant to hide.
+            return REDACTED
+    limit = options.max_attribute_length
+    if len(text) > limit:
+        return text[:limit] + TRUNCATION_MARKER.format(len(text) - limit)
+    return text
+
+
+def fingerprint(text: str) -> tuple[int, str]:
+    """Length and sha256 of a text: what `capture_content=False` keeps."""
+    return len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _jsonable(value: Any, path: set[int], depth: int) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_placeholder(value)
+    if depth >= _MAX_DEPTH:
+        return "<max depth>"
+    if id(value) in path:
+        return "<cycle>"
+    path.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for i, (key, item) in enumerate(value.items()):
+                if i >= _MAX_ITEMS:
+                    out["…"] = f"{len(value) - _MAX_ITEMS} more items"
+                    break
+                name = str(key)
+                out[name] = REDACTED if is_secret_name(name) else _jsonable(item, path, depth + 1)
+            return out
+        if isinstance(value, (list, tuple, set, frozenset)):
+            items = [_jsonable(item, path, depth + 1) for item in islice(value, _MAX_ITEMS)]
+            if len(value) > _MAX_ITEMS:
+                items.append(f"… {len(value) - _MAX_ITEMS} more items")
+            return items
+        dump = getattr(value, "model_dump", None)  # pydantic models
+        if callable(dump):
+            return _jsonable(dump(), path, depth + 1)
+        return _safe_repr(value)
+    finally:
+        path.discard(id(value))
+
+
+def _bytes_placeholder(value: bytes | bytearray | memoryview) -> str:
+    return f"<{len(value)} bytes>"
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"

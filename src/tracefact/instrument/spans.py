@@ -1,0 +1,228 @@
+"""The one core every instrumentation path shares: start a span, record, end it.
+
+Decorators, `tracefact.span(...)` and the litellm wrapper all go through
+`start_span` and `SpanRecorder`, so attribute names, content controls and the
+retrieval memory behave the same everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Literal
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from tracefact import semconv
+from tracefact._version import __version__
+from tracefact.instrument.capture import capture_options, fingerprint, finish, to_text
+from tracefact.instrument.documents import retrieval_memory, to_documents
+
+logger = logging.getLogger("tracefact")
+
+Kind = Literal["llm", "retriever", "chain"]
+_OPENINFERENCE_KIND: dict[str, str] = {
+    "llm": semconv.KIND_LLM,
+    "retriever": semconv.KIND_RETRIEVER,
+    "chain": semconv.KIND_CHAIN,
+}
+_UNSET: Any = object()
+
+_tracer_cache: tuple[object, trace.Tracer] | None = None
+
+
+def _tracer() -> trace.Tracer:
+    """The tracer of the current global provider, cached until the provider changes."""
+    global _tracer_cache
+    provider = trace.get_tracer_provider()
+    cached = _tracer_cache
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    tracer = provider.get_tracer("tracefact", __version__)
+    _tracer_cache = (provider, tracer)
+    return tracer
+
+
+class SpanRecorder:
+    """Records inputs, contexts, outputs, model and usage on one span.
+
+    Every method swallows its own failures (logged): instrumentation must never
+    break the call it observes.
+    """
+
+    __slots__ = ("_contexts_recorded", "_token", "kind", "span")
+
+    def __init__(self, span: Span, kind: Kind) -> None:
+        self.span = span
+        self.kind = kind
+        self._contexts_recorded = False
+        self._token: object | None = None
+
+    def record(
+        self,
+        *,
+        input: Any = _UNSET,
+        contexts: Any = _UNSET,
+        output: Any = _UNSET,
+        documents: Any = _UNSET,
+        model: str | None = None,
+        usage: Any = None,
+    ) -> None:
+        """Record any of the call's parts; what is not given is left as it is."""
+        try:
+            if input is not _UNSET:
+                self._record_text(input, semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE, True)
+            if contexts is not _UNSET:
+                self._record_contexts([doc.content for doc in to_documents(contexts)])
+            if documents is not _UNSET:
+                self._record_documents(documents)
+            if output is not _UNSET:
+                self._record_text(output, semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE, False)
+            if model is not None:
+                self.span.set_attribute(semconv.LLM_MODEL_NAME, model)
+                self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
+            if usage is not None:
+                self._record_usage(usage)
+        except Exception:
+            logger.exception("tracefact: could not record on span")
+
+    def fail(self, exc: BaseException) -> None:
+        """Mark the span as failed with this exception (which the caller re-raises)."""
+        try:
+            self.span.record_exception(exc)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        except Exception:
+            logger.exception("tracefact: could not record exception")
+
+    def end(self) -> None:
+        """Fill in remembered contexts for an LLM span, then end the span."""
+        span = self.span
+        try:
+            span_context = span.get_span_context()
+            if self.kind == "llm" and not self._contexts_recorded:
+                remembered = retrieval_memory.recall(span_context.trace_id)
+                if remembered:
+                    self._record_contexts(remembered)
+            parent = getattr(span, "parent", None)
+            if parent is None or parent.is_remote:
+                retrieval_memory.forget(span_context.trace_id)
+        except Exception:
+            logger.exception("tracefact: could not finish span")
+        span.end()
+
+    def _record_text(self, value: Any, key: str, mime_key: str, is_input: bool) -> None:
+        text, is_json = to_text(value)
+        options = capture_options()
+        if not options.capture_content:
+            length, digest = fingerprint(text)
+            if is_input:
+                self.span.set_attribute(semconv.INPUT_LENGTH, length)
+                self.span.set_attribute(semconv.INPUT_SHA256, digest)
+            else:
+                self.span.set_attribute(semconv.OUTPUT_LENGTH, length)
+                self.span.set_attribute(semconv.OUTPUT_SHA256, digest)
+            return
+        self.span.set_attribute(key, finish(text, options))
+        if is_json:
+            self.span.set_attribute(mime_key, semconv.MIME_JSON)
+
+    def _record_contexts(self, contents: list[str]) -> None:
+        self._contexts_recorded = True
+        options = capture_options()
+        if not options.capture_content:
+            self.span.set_attribute(semconv.CONTEXTS_COUNT, len(contents))
+            return
+        self.span.set_attribute(semconv.CONTEXTS, [finish(text, options) for text in contents])
+
+    def _record_documents(self, result: Any) -> None:
+        documents = to_documents(result)
+        span_context = self.span.get_span_context()
+        retrieval_memory.remember(span_context.trace_id, [doc.content for doc in documents])
+        options = capture_options()
+        attributes: dict[str, Any] = {}
+        for i, doc in enumerate(documents):
+            if options.capture_content:
+                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT)] = finish(
+                    doc.content, options
+                )
+            if doc.id is not None:
+                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = doc.id
+            if doc.score is not None:
+                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_SCORE)] = doc.score
+        self.span.set_attributes(attributes)
+
+    def _record_usage(self, usage: Any) -> None:
+        get = usage.get if isinstance(usage, Mapping) else lambda k: getattr(usage, k, None)
+        prompt = _first_int(get, ("input_tokens", "prompt_tokens"))
+        completion = _first_int(get, ("output_tokens", "completion_tokens"))
+        if prompt is not None:
+            self.span.set_attribute(semconv.GEN_AI_USAGE_INPUT_TOKENS, prompt)
+            self.span.set_attribute(semconv.LLM_TOKEN_COUNT_PROMPT, prompt)
+        if completion is not None:
+            self.span.set_attribute(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, completion)
+            self.span.set_attribute(semconv.LLM_TOKEN_COUNT_COMPLETION, completion)
+        if prompt is not None and completion is not None:
+            self.span.set_attribute(semconv.LLM_TOKEN_COUNT_TOTAL, prompt + completion)
+
+    # --- `with tracefact.span(...) as s:` -----------------------------------------
+    def __enter__(self) -> SpanRecorder:
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self.fail(exc)
+        if self._token is not None:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
+            self._token = None
+        self.end()
+
+    async def __aenter__(self) -> SpanRecorder:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def start_span(name: str, kind: Kind, model: str | None = None) -> SpanRecorder:
+    """Start (but do not activate) a span of the given kind as a child of the current one."""
+    attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: _OPENINFERENCE_KIND[kind]}
+    if kind == "llm":
+        attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_CHAT
+        if model is not None:
+            attributes[semconv.LLM_MODEL_NAME] = model
+            attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    elif kind == "retriever":
+        attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
+    span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
+    span = _tracer().start_span(name, kind=span_kind, attributes=attributes)
+    return SpanRecorder(span, kind)
+
+
+def span(name: str, kind: Kind = "chain", *, model: str | None = None) -> SpanRecorder:
+    """A span for code that is not one function: ``with tracefact.span("answer", kind="llm")
+    as s: s.record(input=..., contexts=..., output=...)``. Works with ``async with`` too."""
+    if kind not in _OPENINFERENCE_KIND:
+        raise ValueError(f"kind must be one of {sorted(_OPENINFERENCE_KIND)}, not {kind!r}")
+    return start_span(name, kind, model)

@@ -1,0 +1,103 @@
+"""Every span attribute name tracefact reads or writes, in one place.
+
+Names come from the published OpenInference and OpenTelemetry GenAI packages where
+they exist, so a rename upstream is a one-line change here.
+"""
+
+from __future__ import annotations
+
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+
+# --- OpenInference -------------------------------------------------------------
+OPENINFERENCE_SPAN_KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
+INPUT_VALUE = SpanAttributes.INPUT_VALUE
+INPUT_MIME_TYPE = SpanAttributes.INPUT_MIME_TYPE
+OUTPUT_VALUE = SpanAttributes.OUTPUT_VALUE
+OUTPUT_MIME_TYPE = SpanAttributes.OUTPUT_MIME_TYPE
+LLM_MODEL_NAME = SpanAttributes.LLM_MODEL_NAME
+LLM_TOKEN_COUNT_PROMPT = SpanAttributes.LLM_TOKEN_COUNT_PROMPT
+LLM_TOKEN_COUNT_COMPLETION = SpanAttributes.LLM_TOKEN_COUNT_COMPLETION
+LLM_TOKEN_COUNT_TOTAL = SpanAttributes.LLM_TOKEN_COUNT_TOTAL
+RETRIEVAL_DOCUMENTS = SpanAttributes.RETRIEVAL_DOCUMENTS
+DOCUMENT_CONTENT = DocumentAttributes.DOCUMENT_CONTENT
+DOCUMENT_ID = DocumentAttributes.DOCUMENT_ID
+DOCUMENT_SCORE = DocumentAttributes.DOCUMENT_SCORE
+
+KIND_LLM = OpenInferenceSpanKindValues.LLM.value
+KIND_RETRIEVER = OpenInferenceSpanKindValues.RETRIEVER.value
+KIND_CHAIN = OpenInferenceSpanKindValues.CHAIN.value
+KIND_EVALUATOR = OpenInferenceSpanKindValues.EVALUATOR.value
+
+MIME_JSON = "application/json"
+MIME_TEXT = "text/plain"
+
+
+def retrieval_document(index: int, field: str) -> str:
+    """`retrieval.documents.{index}.document.{field}` for a document field name."""
+    return f"{RETRIEVAL_DOCUMENTS}.{index}.{field}"
+
+
+# --- OpenTelemetry GenAI -------------------------------------------------------
+GEN_AI_OPERATION_NAME = gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_REQUEST_MODEL = gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_USAGE_INPUT_TOKENS = gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS = gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
+GEN_AI_OPERATION_RETRIEVAL = gen_ai.GenAiOperationNameValues.RETRIEVAL.value
+
+# --- tracefact instrumentation -------------------------------------------------
+CONTEXTS = "tracefact.contexts"
+"""String array: the texts an LLM answer must be grounded in."""
+INPUT_LENGTH = "tracefact.input.length"
+INPUT_SHA256 = "tracefact.input.sha256"
+OUTPUT_LENGTH = "tracefact.output.length"
+OUTPUT_SHA256 = "tracefact.output.sha256"
+CONTEXTS_COUNT = "tracefact.contexts.count"
+"""With capture_content=False: how many contexts there were, their text being withheld."""
+
+# --- tracefact evaluation results ----------------------------------------------
+EVAL_STATUS = "tracefact.eval.status"
+"""ok | skipped | sampled_out | dropped | timeout | error | shutdown."""
+EVAL_LATENCY_MS = "tracefact.eval.latency_ms"
+EVAL_SAMPLE_RATE = "tracefact.eval.sample_rate"
+EVAL_COST_USD = "tracefact.eval.cost_usd"
+EVAL_ERROR = "tracefact.eval.error"
+"""Why the status is not ok, in a few words (timeout, error, dropped...)."""
+
+STATUS_OK = "ok"
+STATUS_SKIPPED = "skipped"
+STATUS_SAMPLED_OUT = "sampled_out"
+STATUS_DROPPED = "dropped"
+STATUS_TIMEOUT = "timeout"
+STATUS_ERROR = "error"
+STATUS_SHUTDOWN = "shutdown"
+
+
+def eval_attribute(evaluator_name: str, field: str) -> str:
+    """`tracefact.eval.{evaluator_name}.{field}`: label, score, explanation, evaluator,
+    unsupported, status."""
+    return f"tracefact.eval.{evaluator_name}.{field}"
+
+
+# OpenTelemetry GenAI evaluation event.
+GEN_AI_EVALUATION_EVENT = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = gen_ai.GEN_AI_EVALUATION_NAME
+GEN_AI_EVALUATION_SCORE_VALUE = gen_ai.GEN_AI_EVALUATION_SCORE_VALUE
+GEN_AI_EVALUATION_SCORE_LABEL = gen_ai.GEN_AI_EVALUATION_SCORE_LABEL
+GEN_AI_EVALUATION_EXPLANATION = gen_ai.GEN_AI_EVALUATION_EXPLANATION
+
+
+def openinference_evaluation(index: int, field: str) -> str:
+    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`
+    (name, score, label, explanation)."""
+    return f"evaluations.{index}.evaluation.{field}"
+
+
+ANNOTATOR_KIND = "annotator_kind"
+ANNOTATOR_LLM = "LLM"
+ANNOTATOR_CODE = "CODE"

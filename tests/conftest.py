@@ -1,0 +1,45 @@
+"""Shared fixtures: a fresh global tracer provider per test, spans read back in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
+
+import tracefact
+
+
+def reset_global_tracer_provider() -> None:
+    """OpenTelemetry allows setting the global provider once; tests need a new one each."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+
+
+class Spans:
+    """The exporter behind `tracefact.configure`, read after a flush."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def all(self) -> list[ReadableSpan]:
+        assert tracefact.force_flush(10_000)
+        return list(self.exporter.get_finished_spans())
+
+    def one(self, name: str) -> ReadableSpan:
+        matching = [s for s in self.all() if s.name == name]
+        assert len(matching) == 1, [s.name for s in self.all()]
+        return matching[0]
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    reset_global_tracer_provider()
+    exporter = InMemorySpanExporter()
+    tracefact.configure(service_name="tracefact-tests", exporter=exporter)
+    yield Spans(exporter)
+    tracefact.shutdown()
+    reset_global_tracer_provider()
