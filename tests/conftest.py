@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -24,6 +25,11 @@ class Spans:
 
     def __init__(self, exporter: InMemorySpanExporter) -> None:
         self.exporter = exporter
+
+    def reconfigure(self, **options: Any) -> None:
+        """Configure again with other options; the old exporter is shut down with its processor."""
+        self.exporter = InMemorySpanExporter()
+        tracefact.configure(exporter=self.exporter, **options)
 
     def all(self) -> list[ReadableSpan]:
         assert tracefact.force_flush(10_000)

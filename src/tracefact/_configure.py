@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 import threading
 from typing import Any
 from urllib.parse import urlsplit
@@ -85,8 +86,9 @@ def configure(
 
     exporter: "otlp" (OTLP/HTTP protobuf, honouring OTEL_EXPORTER_OTLP_*), "console",
     "none", or any SpanExporter. With an SDK tracer provider already set globally (or
-    one passed as `tracer_provider`), tracefact adds its processor to it instead of
-    creating one. Safe to call again: the new settings replace the old ones.
+    one passed as `tracer_provider`, which becomes the global one if none is set),
+    tracefact adds its processor to it instead of creating one. Safe to call again:
+    the new settings replace the old ones.
     """
     global _installation, _atexit_registered
     explicit: dict[str, Any] = {
@@ -111,6 +113,8 @@ def configure(
     )
     with _lock:
         provider = tracer_provider or _global_sdk_provider() or _new_provider(settings)
+        if _global_sdk_provider() is None:
+            trace.set_tracer_provider(provider)  # decorators trace through the global one
         if _installation is not None and _installation.provider is provider:
             old = _installation.switch.replace(processor)
         else:
@@ -151,9 +155,7 @@ def _new_provider(settings: Settings) -> TracerProvider:
     attributes: dict[str, Any] = dict(settings.resource_attributes)
     if settings.service_name:
         attributes[SERVICE_NAME] = settings.service_name
-    provider = TracerProvider(resource=Resource.create(attributes))
-    trace.set_tracer_provider(provider)
-    return provider
+    return TracerProvider(resource=Resource.create(attributes))
 
 
 def _export_processor(exporter: SpanExporter | None, settings: Settings) -> SpanProcessor:
@@ -162,7 +164,7 @@ def _export_processor(exporter: SpanExporter | None, settings: Settings) -> Span
     if settings.exporter == "none":
         return _NoopProcessor()
     if settings.exporter == "console":
-        return SimpleSpanProcessor(ConsoleSpanExporter())
+        return SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout))
     return BatchSpanProcessor(
         OTLPSpanExporter(endpoint=traces_endpoint(settings.endpoint), headers=settings.headers)
     )

@@ -66,7 +66,10 @@ def to_text(value: Any) -> tuple[str, bool]:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_placeholder(value), False
     try:
-        return json.dumps(_jsonable(value, set(), 0), ensure_ascii=False), True
+        plain = _jsonable(value, set(), 0)
+        if isinstance(plain, str):  # an object shown by its repr: no JSON quoting
+            return plain, False
+        return json.dumps(plain, ensure_ascii=False), True
     except Exception:  # a __repr__ or __iter__ that raises is the caller's bug, not a crash
         return _safe_repr(value), False
 

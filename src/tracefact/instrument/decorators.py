@@ -18,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from tracefact.instrument.capture import is_secret_name
-from tracefact.instrument.spans import Kind, SpanRecorder, start_span
+from tracefact.instrument.spans import UNSET, Kind, SpanRecorder, start_span
 
 logger = logging.getLogger("tracefact")
 
@@ -42,27 +42,41 @@ class _Plan:
     contexts_name: str | None
     captured: frozenset[str]
     """Names that make up the input when no single input argument is named."""
+    model_parameter: bool
+    """The function takes a `model` argument, recorded when no model was given."""
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-        bound = dict(zip(self.positional, args, strict=False))
-        if kwargs:
-            bound.update(kwargs)
         model = self.model
-        if model is None and isinstance(bound.get("model"), str):
-            model = bound["model"]
-        recorder = start_span(self.name, self.kind, model)
-        if self.input_name is not None:
-            if self.input_name in bound:
-                recorder.record(input=bound[self.input_name])
-        else:
-            rest = {k: v for k, v in bound.items() if k in self.captured}
-            if len(rest) == 1:
-                recorder.record(input=next(iter(rest.values())))
-            elif rest:
-                recorder.record(input=rest)
-        if self.contexts_name is not None and self.contexts_name in bound:
-            recorder.record(contexts=bound[self.contexts_name])
+        if model is None and self.model_parameter:
+            found = self._argument("model", args, kwargs)
+            model = found if isinstance(found, str) else None
+        recorder = start_span(self.name, self.kind, model, self._input(args, kwargs))
+        if self.contexts_name is not None:
+            contexts = self._argument(self.contexts_name, args, kwargs)
+            if contexts is not UNSET:
+                recorder.record(contexts=contexts)
         return recorder
+
+    def _argument(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One argument by parameter name, without binding the whole call (hot path)."""
+        try:
+            index = self.positional.index(name)
+        except ValueError:
+            return kwargs.get(name, UNSET)
+        return args[index] if index < len(args) else kwargs.get(name, UNSET)
+
+    def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The named input argument, else the one or several captured arguments."""
+        if self.input_name is not None:
+            return self._argument(self.input_name, args, kwargs)
+        rest = {
+            name: value
+            for name, value in [*zip(self.positional, args, strict=False), *kwargs.items()]
+            if name in self.captured
+        }
+        if len(rest) == 1:
+            return next(iter(rest.values()))
+        return rest if rest else UNSET
 
     def finish(self, recorder: SpanRecorder, result: Any) -> None:
         if self.kind == "retriever":
@@ -107,6 +121,7 @@ def _plan(
         input_name=input_name,
         contexts_name=contexts_name,
         captured=captured,
+        model_parameter="model" in params,
     )
 
 

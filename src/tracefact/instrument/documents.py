@@ -98,10 +98,14 @@ class RetrievalMemory:
                 self._by_trace.popitem(last=False)
 
     def recall(self, trace_id: int) -> list[str]:
+        if not self._by_trace:  # the common case, checked without the lock
+            return []
         with self._lock:
             return list(self._by_trace.get(trace_id, ()))
 
     def forget(self, trace_id: int) -> None:
+        if trace_id not in self._by_trace:  # racing a remember() of another trace is harmless
+            return
         with self._lock:
             self._by_trace.pop(trace_id, None)
 

@@ -29,7 +29,8 @@ _OPENINFERENCE_KIND: dict[str, str] = {
     "retriever": semconv.KIND_RETRIEVER,
     "chain": semconv.KIND_CHAIN,
 }
-_UNSET: Any = object()
+UNSET: Any = object()
+"""Marks an argument that was not given (None is a value worth recording)."""
 
 _tracer_cache: tuple[object, trace.Tracer] | None = None
 
@@ -64,23 +65,23 @@ class SpanRecorder:
     def record(
         self,
         *,
-        input: Any = _UNSET,
-        contexts: Any = _UNSET,
-        output: Any = _UNSET,
-        documents: Any = _UNSET,
+        input: Any = UNSET,
+        contexts: Any = UNSET,
+        output: Any = UNSET,
+        documents: Any = UNSET,
         model: str | None = None,
         usage: Any = None,
     ) -> None:
         """Record any of the call's parts; what is not given is left as it is."""
         try:
-            if input is not _UNSET:
-                self._record_text(input, semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE, True)
-            if contexts is not _UNSET:
+            if input is not UNSET:
+                self.span.set_attributes(content_attributes(input, is_input=True))
+            if contexts is not UNSET:
                 self._record_contexts([doc.content for doc in to_documents(contexts)])
-            if documents is not _UNSET:
+            if documents is not UNSET:
                 self._record_documents(documents)
-            if output is not _UNSET:
-                self._record_text(output, semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE, False)
+            if output is not UNSET:
+                self.span.set_attributes(content_attributes(output, is_input=False))
             if model is not None:
                 self.span.set_attribute(semconv.LLM_MODEL_NAME, model)
                 self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
@@ -107,27 +108,11 @@ class SpanRecorder:
                 if remembered:
                     self._record_contexts(remembered)
             parent = getattr(span, "parent", None)
-            if parent is None or parent.is_remote:
+            if parent is None or parent.is_remote:  # the trace's local root: done with it
                 retrieval_memory.forget(span_context.trace_id)
         except Exception:
             logger.exception("tracefact: could not finish span")
         span.end()
-
-    def _record_text(self, value: Any, key: str, mime_key: str, is_input: bool) -> None:
-        text, is_json = to_text(value)
-        options = capture_options()
-        if not options.capture_content:
-            length, digest = fingerprint(text)
-            if is_input:
-                self.span.set_attribute(semconv.INPUT_LENGTH, length)
-                self.span.set_attribute(semconv.INPUT_SHA256, digest)
-            else:
-                self.span.set_attribute(semconv.OUTPUT_LENGTH, length)
-                self.span.set_attribute(semconv.OUTPUT_SHA256, digest)
-            return
-        self.span.set_attribute(key, finish(text, options))
-        if is_json:
-            self.span.set_attribute(mime_key, semconv.MIME_JSON)
 
     def _record_contexts(self, contents: list[str]) -> None:
         self._contexts_recorded = True
@@ -197,6 +182,33 @@ class SpanRecorder:
         self.__exit__(exc_type, exc, tb)
 
 
+def content_attributes(value: Any, *, is_input: bool) -> dict[str, Any]:
+    """`input.value`/`output.value` (+ JSON mime type), or only length and hash when
+    content capture is off."""
+    options = capture_options()
+    key, mime_key = (
+        (semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE)
+        if is_input
+        else (semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE)
+    )
+    if (  # the hot path: a short string recorded as it is
+        type(value) is str
+        and options.capture_content
+        and options.redact is None
+        and len(value) <= options.max_attribute_length
+    ):
+        return {key: value}
+    text, is_json = to_text(value)
+    if not options.capture_content:
+        length, digest = fingerprint(text)
+        if is_input:
+            return {semconv.INPUT_LENGTH: length, semconv.INPUT_SHA256: digest}
+        return {semconv.OUTPUT_LENGTH: length, semconv.OUTPUT_SHA256: digest}
+    if is_json:
+        return {key: finish(text, options), mime_key: semconv.MIME_JSON}
+    return {key: finish(text, options)}
+
+
 def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = get(key)
@@ -205,8 +217,12 @@ def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def start_span(name: str, kind: Kind, model: str | None = None) -> SpanRecorder:
-    """Start (but do not activate) a span of the given kind as a child of the current one."""
+def start_span(name: str, kind: Kind, model: str | None = None, input: Any = UNSET) -> SpanRecorder:
+    """Start (but do not activate) a span of the given kind as a child of the current one.
+
+    What is known at the start goes in with the span's creation: one attribute
+    validation pass instead of one per attribute.
+    """
     attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: _OPENINFERENCE_KIND[kind]}
     if kind == "llm":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_CHAT
@@ -215,6 +231,11 @@ def start_span(name: str, kind: Kind, model: str | None = None) -> SpanRecorder:
             attributes[semconv.GEN_AI_REQUEST_MODEL] = model
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
+    if input is not UNSET:
+        try:
+            attributes.update(content_attributes(input, is_input=True))
+        except Exception:
+            logger.exception("tracefact: could not record input")
     span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
     span = _tracer().start_span(name, kind=span_kind, attributes=attributes)
     return SpanRecorder(span, kind)

@@ -1,0 +1,130 @@
+"""Retriever documents reach the LLM span of the same trace, and never another trace's."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import tracefact
+from tests.conftest import Spans
+
+
+@dataclass
+class LangchainLikeDoc:
+    page_content: str
+    metadata: dict[str, Any]
+
+
+@tracefact.retriever(name="search")
+def search(query: str) -> list[Any]:
+    return [
+        f"doc about {query}",
+        {"content": "dict doc", "id": "d2", "score": 0.7},
+        (LangchainLikeDoc("object doc", {}), 0.4),
+    ]
+
+
+@tracefact.llm(name="answer")
+def answer(question: str) -> str:
+    return f"answer to {question}"
+
+
+@tracefact.chain(name="rag")
+def rag(question: str) -> str:
+    search(question)
+    return answer(question)
+
+
+def test_retriever_documents_become_attributes(spans: Spans) -> None:
+    search("cats")
+    attributes = spans.one("search").attributes
+    assert attributes["openinference.span.kind"] == "RETRIEVER"
+    assert attributes["input.value"] == "cats"
+    assert attributes["retrieval.documents.0.document.content"] == "doc about cats"
+    assert attributes["retrieval.documents.1.document.content"] == "dict doc"
+    assert attributes["retrieval.documents.1.document.id"] == "d2"
+    assert attributes["retrieval.documents.1.document.score"] == 0.7
+    assert attributes["retrieval.documents.2.document.content"] == "object doc"
+    assert attributes["retrieval.documents.2.document.score"] == 0.4
+
+
+def test_llm_span_gets_the_documents_retrieved_before_it(spans: Spans) -> None:
+    rag("cats")
+    assert spans.one("answer").attributes["tracefact.contexts"] == (
+        "doc about cats",
+        "dict doc",
+        "object doc",
+    )
+
+
+def test_explicit_contexts_win_over_remembered_documents(spans: Spans) -> None:
+    @tracefact.llm(name="explicit")
+    def explicit(question: str, contexts: list[str]) -> str:
+        return "x"
+
+    @tracefact.chain(name="flow")
+    def flow() -> None:
+        search("dogs")
+        explicit("q", ["only this"])
+
+    flow()
+    assert spans.one("explicit").attributes["tracefact.contexts"] == ("only this",)
+
+
+def test_no_documents_leak_into_a_later_trace(spans: Spans) -> None:
+    rag("first")
+    answer("standalone")  # its own trace, nothing retrieved in it
+    standalone = [s for s in spans.all() if s.attributes["input.value"] == "standalone"]
+    assert "tracefact.contexts" not in standalone[0].attributes
+
+
+def _contexts_by_question(spans: Spans) -> dict[str, tuple[str, ...]]:
+    return {
+        str(s.attributes["input.value"]): tuple(s.attributes["tracefact.contexts"])  # type: ignore[arg-type]
+        for s in spans.all()
+        if s.name == "answer"
+    }
+
+
+def test_concurrent_threads_do_not_share_documents(spans: Spans) -> None:
+    barrier = threading.Barrier(8)
+
+    @tracefact.chain(name="rag_sync")
+    def rag_sync(question: str) -> None:
+        search(question)
+        barrier.wait()  # every thread has retrieved before any answers
+        answer(question)
+
+    threads = [threading.Thread(target=rag_sync, args=(f"q{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    by_question = _contexts_by_question(spans)
+    assert len(by_question) == 8
+    for question, contexts in by_question.items():
+        assert contexts[0] == f"doc about {question}"
+        assert len(contexts) == 3
+
+
+async def test_concurrent_asyncio_tasks_do_not_share_documents(spans: Spans) -> None:
+    @tracefact.retriever(name="asearch")
+    async def asearch(query: str) -> list[str]:
+        await asyncio.sleep(0.01)
+        return [f"doc about {query}"]
+
+    @tracefact.llm(name="answer")
+    async def aanswer(question: str) -> str:
+        await asyncio.sleep(0.01)
+        return "x"
+
+    @tracefact.chain(name="arag")
+    async def arag(question: str) -> None:
+        await asearch(question)
+        await aanswer(question)
+
+    await asyncio.gather(*(arag(f"q{i}") for i in range(20)))
+    by_question = _contexts_by_question(spans)
+    assert by_question == {f"q{i}": (f"doc about q{i}",) for i in range(20)}
