@@ -11,14 +11,15 @@ import atexit
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -27,7 +28,12 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from tracefact.config import Settings
+from tracefact.evaluators.base import Evaluator
+from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
+from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
+from tracefact.pipeline.processor import Attach
+from tracefact.sampling import Always, Ratio, Sampler
 
 logger = logging.getLogger("tracefact")
 
@@ -36,27 +42,12 @@ class _NoopProcessor(SpanProcessor):
     """What stands behind the switch when spans should go nowhere."""
 
 
-class _SwitchProcessor(SpanProcessor):
-    """The one processor tracefact adds to a provider; forwards to a replaceable chain."""
-
-    def __init__(self, current: SpanProcessor) -> None:
-        self._current = current
+class _SwitchProcessor(WrapperSpanProcessor):
+    """The one processor tracefact adds to a provider; what it forwards to can be replaced."""
 
     def replace(self, new: SpanProcessor) -> SpanProcessor:
-        old, self._current = self._current, new
+        old, self.downstream = self.downstream, new
         return old
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._current.on_start(span, parent_context)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self._current.on_end(span)
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._current.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self._current.shutdown()
 
 
 class _Installation:
@@ -69,37 +60,62 @@ _lock = threading.Lock()  # configure/shutdown may be called from several thread
 _installation: _Installation | None = None
 _atexit_registered = False
 
+ExporterSpec = str | SpanExporter
+
 
 def configure(
     *,
     service_name: str | None = None,
-    exporter: str | SpanExporter | None = None,
+    exporter: ExporterSpec | Sequence[ExporterSpec] | None = None,
     endpoint: str | None = None,
     headers: dict[str, str] | None = None,
     resource_attributes: dict[str, str] | None = None,
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
     redact: Redactor | None = None,
+    evaluators: Sequence[Evaluator] | None = None,
+    sampler: Sampler | None = None,
+    attach: Attach | None = None,
+    queue_size: int | None = None,
+    concurrency: int | None = None,
+    timeout_seconds: float | None = None,
+    max_retries: int | None = None,
+    max_hold_seconds: float | None = None,
     tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
 ) -> TracerProvider:
     """Set tracefact up; arguments left out come from `TRACEFACT_*` variables, then defaults.
 
     exporter: "otlp" (OTLP/HTTP protobuf, honouring OTEL_EXPORTER_OTLP_*), "console",
-    "none", or any SpanExporter. With an SDK tracer provider already set globally (or
-    one passed as `tracer_provider`, which becomes the global one if none is set),
-    tracefact adds its processor to it instead of creating one. Safe to call again:
-    the new settings replace the old ones.
+    "none", any SpanExporter, or a list of these. With an SDK tracer provider already
+    set globally (or one passed as `tracer_provider`, which becomes the global one if
+    none is set), tracefact adds its processor to it instead of creating one. Safe to
+    call again: the new settings replace the old ones.
+
+    evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
+    to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
+    The other options are `EvaluationProcessor`'s.
     """
     global _installation, _atexit_registered
+    exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
+    named = [e for e in exporters or () if isinstance(e, str)]
     explicit: dict[str, Any] = {
         "service_name": service_name,
-        "exporter": exporter if isinstance(exporter, str) else None,
+        "exporter": ",".join(named) if named or exporters is None else "none",
         "endpoint": endpoint,
         "headers": headers,
         "resource_attributes": resource_attributes,
         "capture_content": capture_content,
         "max_attribute_length": max_attribute_length,
+        "attach": attach,
+        "queue_size": queue_size,
+        "concurrency": concurrency,
+        "timeout_seconds": timeout_seconds,
+        "max_retries": max_retries,
+        "max_hold_seconds": max_hold_seconds,
     }
+    if exporters is None:
+        del explicit["exporter"]
     settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
     set_capture_options(
         CaptureOptions(
@@ -108,9 +124,23 @@ def configure(
             redact=redact,
         )
     )
-    processor = _export_processor(
-        exporter if isinstance(exporter, SpanExporter) else None, settings
-    )
+    objects = [e for e in exporters or () if isinstance(e, SpanExporter)]
+    processor = _export_processor(objects, settings)
+    if evaluators is None:
+        evaluators = _evaluators_from(settings)
+    if evaluators:
+        processor = EvaluationProcessor(
+            processor,
+            evaluators,
+            sampler=sampler or _default_sampler(settings),
+            attach=settings.attach,
+            queue_size=settings.queue_size,
+            concurrency=settings.concurrency,
+            timeout_seconds=settings.timeout_seconds,
+            max_retries=settings.max_retries,
+            max_hold_seconds=settings.max_hold_seconds,
+            meter_provider=meter_provider,
+        )
     with _lock:
         provider = tracer_provider or _global_sdk_provider() or _new_provider(settings)
         if _global_sdk_provider() is None:
@@ -118,19 +148,27 @@ def configure(
         if _installation is not None and _installation.provider is provider:
             old = _installation.switch.replace(processor)
         else:
-            if _installation is not None:
-                old_switch = _installation.switch
-                old = old_switch.replace(_NoopProcessor())
-            else:
-                old = _NoopProcessor()
+            old = _NoopProcessor()
+            if _installation is not None:  # moving to another provider: the old one goes quiet
+                old = _installation.switch.replace(old)
             switch = _SwitchProcessor(processor)
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
-    old.shutdown()  # outside the lock: flushing may take a while
+    old.shutdown()  # outside the lock: draining may take a while
     return provider
+
+
+def _default_sampler(settings: Settings) -> Sampler:
+    return Always() if settings.sample_rate == 1.0 else Ratio(settings.sample_rate)
+
+
+def _evaluators_from(settings: Settings) -> list[Evaluator]:
+    if settings.evaluators is None:
+        return default_evaluators()
+    return [from_spec(spec) for spec in settings.evaluators.split(",") if spec.strip()]
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
@@ -158,16 +196,25 @@ def _new_provider(settings: Settings) -> TracerProvider:
     return TracerProvider(resource=Resource.create(attributes))
 
 
-def _export_processor(exporter: SpanExporter | None, settings: Settings) -> SpanProcessor:
-    if exporter is not None:
-        return BatchSpanProcessor(exporter)
-    if settings.exporter == "none":
+def _export_processor(exporters: list[SpanExporter], settings: Settings) -> SpanProcessor:
+    """One processor per exporter (console prints at once, the others batch)."""
+    processors: list[SpanProcessor] = [BatchSpanProcessor(e) for e in exporters]
+    for name in (n.strip() for n in settings.exporter.split(",")):
+        if name == "console":
+            processors.append(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
+        elif name == "otlp":
+            otlp = OTLPSpanExporter(
+                endpoint=traces_endpoint(settings.endpoint), headers=settings.headers
+            )
+            processors.append(BatchSpanProcessor(otlp))
+    if not processors:
         return _NoopProcessor()
-    if settings.exporter == "console":
-        return SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout))
-    return BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=traces_endpoint(settings.endpoint), headers=settings.headers)
-    )
+    if len(processors) == 1:
+        return processors[0]
+    fan_out = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
+    for processor in processors:
+        fan_out.add_span_processor(processor)
+    return fan_out
 
 
 def traces_endpoint(endpoint: str | None) -> str | None:

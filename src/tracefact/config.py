@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-ExporterName = Literal["otlp", "console", "none"]
+EXPORTER_NAMES = ("otlp", "console", "none")
 
 
 class Settings(BaseSettings):
     """Every option readable from the environment: `TRACEFACT_SERVICE_NAME`,
-    `TRACEFACT_EXPORTER`, `TRACEFACT_CAPTURE_CONTENT`, ... (dicts as JSON)."""
+    `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON)."""
 
     model_config = SettingsConfigDict(env_prefix="TRACEFACT_", extra="forbid")
 
+    # --- export -----------------------------------------------------------------
     service_name: str | None = Field(
         default=None, description="service.name; OTEL_SERVICE_NAME is honoured when unset"
     )
-    exporter: ExporterName = Field(
-        default="otlp", description="where spans go; a SpanExporter may be passed to configure"
+    exporter: str = Field(
+        default="otlp",
+        description="comma-separated: otlp, console, none; configure() also takes SpanExporters",
     )
     endpoint: str | None = Field(
         default=None,
@@ -28,9 +30,34 @@ class Settings(BaseSettings):
     )
     headers: dict[str, str] | None = Field(default=None, description="OTLP request headers")
     resource_attributes: dict[str, str] = Field(default_factory=dict)
+
+    # --- content capture ------------------------------------------------------------
     capture_content: bool = Field(
         default=True, description="record texts; False keeps only sizes and sha256 hashes"
     )
     max_attribute_length: int = Field(
         default=8192, ge=16, description="longer texts are truncated with a visible marker"
     )
+
+    # --- evaluation ---------------------------------------------------------------------
+    evaluators: str | None = Field(
+        default=None,
+        description="comma-separated evaluator specs (lexical, ...); default: the offline one",
+    )
+    sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of traces evaluated (by trace id)"
+    )
+    attach: Literal["enrich", "span"] = "enrich"
+    queue_size: int = Field(default=1024, ge=1)
+    concurrency: int = Field(default=16, ge=1)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    max_hold_seconds: float = Field(default=60.0, gt=0)
+
+    @field_validator("exporter")
+    @classmethod
+    def _known_exporters(cls, value: str) -> str:
+        for name in value.split(","):
+            if name.strip() not in EXPORTER_NAMES:
+                raise ValueError(f"exporter must be among {EXPORTER_NAMES}, not {name!r}")
+        return value

@@ -1,0 +1,107 @@
+"""`LexicalOverlap`: a deterministic, dependency-free baseline.
+
+Score = share of the answer's content words that appear neither in the contexts nor
+in the question. Cheap and explainable (it names the sentences whose words are
+missing), but blind to meaning: a negation or a swapped name built from words that
+occur in the context passes. Use it as a floor, not a verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from tracefact.evaluators.base import (
+    FACTUAL,
+    HALLUCINATED,
+    EvalCase,
+    EvalResult,
+    InvalidCaseError,
+)
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each few
+    for from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your yours
+    yourself yourselves yes sure well okay ok""".split()
+)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words minus stopwords, with a light plural strip so 'prizes' ~ 'prize'."""
+    words = []
+    for raw in _WORD.findall(text.lower()):
+        word = raw.removesuffix("'s")
+        if word in _STOPWORDS:
+            continue
+        if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.append(word)
+    return words
+
+
+class LexicalOverlap:
+    """Hallucination score from missing content words; the offline fallback evaluator."""
+
+    def __init__(self, threshold: float = 0.15, name: str = "hallucination") -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be within (0, 1], got {threshold}")
+        self.name = name
+        self.threshold = threshold
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "evaluator": "lexical-overlap",
+            "threshold": self.threshold,
+            "direction": "minimize",
+            "source": "code",
+            "input_schema": EvalCase.model_json_schema(),
+        }
+
+    async def evaluate(self, case: EvalCase) -> EvalResult:
+        return self.evaluate_sync(case)
+
+    def evaluate_sync(self, case: EvalCase) -> EvalResult:
+        started = time.perf_counter()
+        if not case.contexts:
+            raise InvalidCaseError("LexicalOverlap needs at least one context")
+        known = set(content_words(case.input))
+        for context in case.contexts:
+            known.update(content_words(context))
+        missing = total = 0
+        unsupported: list[str] = []
+        for sentence in filter(None, (s.strip() for s in _SENTENCE.split(case.output))):
+            words = content_words(sentence)
+            absent = [w for w in words if w not in known]
+            missing += len(absent)
+            total += len(words)
+            if words and len(absent) / len(words) > self.threshold:
+                unsupported.append(sentence)
+        score = missing / total if total else 0.0
+        hallucinated = score > self.threshold
+        if unsupported:
+            explanation = f"{missing} of {total} content words are not in the contexts; " + (
+                "unsupported: " + " | ".join(f'"{s}"' for s in unsupported)
+            )
+        else:
+            explanation = f"{total - missing} of {total} content words appear in the contexts."
+        return EvalResult(
+            name=self.name,
+            label=HALLUCINATED if hallucinated else FACTUAL,
+            score=score,
+            explanation=explanation,
+            unsupported=unsupported,
+            evaluator=f"lexical-overlap(threshold={self.threshold})",
+            latency_ms=(time.perf_counter() - started) * 1000,
+            cost_usd=0.0,
+            annotator_kind="CODE",
+            raw={"missing_words": missing, "content_words": total},
+        )

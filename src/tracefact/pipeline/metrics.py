@@ -1,0 +1,68 @@
+"""The pipeline's accounting as OpenTelemetry metrics.
+
+Every LLM span that enters is counted once in `tracefact.eval.spans` under its final
+status, so `sum(by status) == LLM spans seen` is checkable from any metrics backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
+from tracefact._version import __version__
+from tracefact.pipeline.enrich import Outcome
+
+
+class PipelineMetrics:
+    def __init__(
+        self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
+    ) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("tracefact", __version__)
+        self._spans = meter.create_counter(
+            "tracefact.eval.spans", unit="{span}", description="LLM spans by evaluation status"
+        )
+        self._evaluations = meter.create_counter(
+            "tracefact.evaluations",
+            unit="{evaluation}",
+            description="evaluations by evaluator, label and status",
+        )
+        self._score = meter.create_histogram(
+            "tracefact.eval.score", description="hallucination score (1 = hallucinated)"
+        )
+        self._duration = meter.create_histogram(
+            "tracefact.eval.duration", unit="ms", description="evaluation latency"
+        )
+        self._cost = meter.create_counter(
+            "tracefact.eval.cost", unit="USD", description="evaluation spend"
+        )
+        self._dropped = meter.create_counter(
+            "tracefact.eval.dropped", unit="{span}", description="spans not evaluated: queue full"
+        )
+
+        def observe_depth(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(queue_depth())]
+
+        meter.create_observable_gauge(
+            "tracefact.eval.queue.depth",
+            callbacks=[observe_depth],
+            unit="{span}",
+            description="sampled spans held for evaluation",
+        )
+
+    def span_finished(self, status: str) -> None:
+        self._spans.add(1, {"status": status})
+        if status == "dropped":
+            self._dropped.add(1)
+
+    def evaluated(self, outcome: Outcome) -> None:
+        result = outcome.result
+        attributes = {"evaluator": outcome.evaluator, "status": outcome.status}
+        if result is not None:
+            attributes["label"] = result.label
+            self._score.record(result.score, {"evaluator": outcome.evaluator})
+            if result.cost_usd:
+                self._cost.add(result.cost_usd, {"evaluator": outcome.evaluator})
+        self._evaluations.add(1, attributes)
+        self._duration.record(outcome.latency_ms, {"evaluator": outcome.evaluator})

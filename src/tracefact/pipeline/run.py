@@ -1,0 +1,77 @@
+"""Running one evaluator on one case: deadline, retries with backoff, and no exceptions out.
+
+Whatever an evaluator does (raise, hang, return garbage), the caller gets an
+`Outcome` with a status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+
+from tracefact import semconv
+from tracefact.evaluators.base import (
+    EvalCase,
+    EvalResult,
+    EvaluationError,
+    EvaluationTimeout,
+    Evaluator,
+    RateLimitError,
+)
+from tracefact.pipeline.enrich import Outcome
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, within one overall deadline per evaluation."""
+
+    timeout_seconds: float = 30.0
+    max_retries: int = 2
+    backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 10.0
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        if isinstance(error, RateLimitError) and error.retry_after is not None:
+            return min(error.retry_after, self.max_backoff_seconds)
+        cap = min(self.max_backoff_seconds, self.backoff_seconds * 2**attempt)
+        return random.uniform(0.0, cap)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth trying again: rate limits, 5xx, lost connections."""
+    if isinstance(error, EvaluationError):
+        return error.transient
+    return isinstance(error, (ConnectionError, TimeoutError))
+
+
+async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolicy) -> Outcome:
+    name = evaluator.name
+    started = time.perf_counter()
+
+    def outcome(status: str, result: EvalResult | None = None, error: str | None = None) -> Outcome:
+        return Outcome(name, status, result, error, (time.perf_counter() - started) * 1000)
+
+    async def attempts() -> EvalResult:
+        attempt = 0
+        while True:
+            try:
+                result = await evaluator.evaluate(case)
+            except Exception as exc:
+                if attempt >= policy.max_retries or not is_transient(exc):
+                    raise
+                await asyncio.sleep(policy.delay(attempt, exc))
+                attempt += 1
+                continue
+            if not isinstance(result, EvalResult):
+                raise EvaluationError(f"evaluator returned {type(result).__name__}, not EvalResult")
+            return result
+
+    try:
+        result = await asyncio.wait_for(attempts(), policy.timeout_seconds)
+    except (asyncio.TimeoutError, EvaluationTimeout):
+        return outcome(semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s")
+    except Exception as exc:
+        return outcome(semconv.STATUS_ERROR, error=f"{type(exc).__name__}: {exc}")
+    return outcome(semconv.STATUS_OK, result=result)
