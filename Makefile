@@ -35,7 +35,7 @@ test: lint
 	$(BIN)/pytest -q
 
 bench: setup-dev
-	$(BIN)/python benchmarks/overhead.py
+	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -2,7 +2,9 @@
 
 An in-file corpus, a keyword retriever and a fake LLM that usually answers from the
 retrieved passages and sometimes invents a fact. Every request becomes a trace
-(chain → retriever → llm); the spans are printed readably at the end.
+(chain → retriever → llm), and tracefact's default offline evaluator judges each
+answer against the retrieved passages. The spans, with the evaluation attached to
+the LLM spans, are printed at the end.
 
     python examples/rag_demo.py                      # offline, prints the traces
     python examples/rag_demo.py --endpoint http://127.0.0.1:6006   # also send via OTLP
@@ -13,11 +15,12 @@ from __future__ import annotations
 import argparse
 import random
 import re
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracefact
@@ -94,17 +97,18 @@ def answer_question(llm: FakeLLM, question: str) -> str:
 
 
 def print_traces(spans: Sequence[ReadableSpan]) -> None:
+    """Each request as a small tree; LLM spans with the evaluation attached to them."""
     by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
     for span in spans:
-        by_trace[span.context.trace_id].append(span)
+        if span.context is not None:
+            by_trace[span.context.trace_id].append(span)
     for trace_spans in by_trace.values():
         trace_spans.sort(key=lambda s: s.start_time or 0)
         for span in trace_spans:
             attributes = span.attributes or {}
             kind = attributes.get("openinference.span.kind", "")
-            duration_us = ((span.end_time or 0) - (span.start_time or 0)) / 1000
             indent = "  " if span.parent else ""
-            print(f"{indent}{kind:<9} {span.name}  ({duration_us:.0f} µs)")
+            print(f"{indent}{kind:<9} {span.name}")
             if kind == "RETRIEVER":
                 i = 0
                 while f"retrieval.documents.{i}.document.content" in attributes:
@@ -112,12 +116,43 @@ def print_traces(spans: Sequence[ReadableSpan]) -> None:
                     print(f"{indent}    doc {i}: {content}")
                     i += 1
             elif kind == "LLM":
-                print(f"{indent}    input:  {attributes.get('input.value')}")
-                print(f"{indent}    output: {attributes.get('output.value')}")
-                print(
-                    f"{indent}    grounded in {len(attributes.get('tracefact.contexts', ()))} contexts"
-                )
+                print(f"{indent}    question: {attributes.get('input.value')}")
+                print(f"{indent}    answer:   {attributes.get('output.value')}")
+                print_evaluation(attributes, indent + "    ")
         print()
+
+
+def print_evaluation(attributes: Mapping[str, Any], indent: str) -> None:
+    status = attributes.get("tracefact.eval.status")
+    if status != "ok":
+        print(f"{indent}evaluation: {status} {attributes.get('tracefact.eval.error', '')}")
+        return
+    label = attributes.get("tracefact.eval.hallucination.label")
+    score = attributes.get("tracefact.eval.hallucination.score", 0.0)
+    marker = "✗" if label == "hallucinated" else "✓"
+    print(f"{indent}{marker} {label} (score {score:.2f})")
+    print(f"{indent}  why: {attributes.get('tracefact.eval.hallucination.explanation')}")
+    print(f"{indent}  by:  {attributes.get('tracefact.eval.hallucination.evaluator')}")
+
+
+def print_summary(spans: Sequence[ReadableSpan]) -> None:
+    statuses = Counter(
+        (s.attributes or {}).get("tracefact.eval.status")
+        for s in spans
+        if (s.attributes or {}).get("openinference.span.kind") == "LLM"
+    )
+    labels = Counter(
+        (s.attributes or {}).get("tracefact.eval.hallucination.label")
+        for s in spans
+        if (s.attributes or {}).get("tracefact.eval.status") == "ok"
+    )
+    evaluated = statuses["ok"]
+    rate = labels["hallucinated"] / evaluated if evaluated else 0.0
+    print(
+        f"summary: {sum(statuses.values())} answers, {evaluated} evaluated, "
+        f"hallucination rate {rate:.0%}, dropped {statuses['dropped']}, "
+        f"other statuses {dict((k, v) for k, v in statuses.items() if k not in ('ok', 'dropped'))}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,19 +163,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     shown = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(shown))
-    tracefact.configure(
-        service_name="rag-demo",
-        exporter="otlp" if args.endpoint else "none",
-        endpoint=args.endpoint,
-        tracer_provider=provider,
-    )
+    exporters: list[str | SpanExporter] = [shown]
+    if args.endpoint:
+        exporters.append("otlp")
+    # No evaluator given: tracefact's offline default judges every answer.
+    tracefact.configure(service_name="rag-demo", exporter=exporters, endpoint=args.endpoint)
     llm = FakeLLM(args.hallucination_rate, args.seed)
     for question in QUESTIONS:
         answer_question(llm, question)
     tracefact.force_flush()
     print_traces(shown.get_finished_spans())
+    print_summary(shown.get_finished_spans())
     tracefact.shutdown()
 
 

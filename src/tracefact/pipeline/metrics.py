@@ -6,6 +6,8 @@ status, so `sum(by status) == LLM spans seen` is checkable from any metrics back
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from opentelemetry import metrics
@@ -20,9 +22,10 @@ class PipelineMetrics:
         self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
     ) -> None:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("tracefact", __version__)
-        self._spans = meter.create_counter(
-            "tracefact.eval.spans", unit="{span}", description="LLM spans by evaluation status"
-        )
+        # Span statuses are counted on application threads: a locked dict increment,
+        # read by observable counters, costs far less there than a synchronous Counter.add.
+        self._span_counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
         self._evaluations = meter.create_counter(
             "tracefact.evaluations",
             unit="{evaluation}",
@@ -37,8 +40,27 @@ class PipelineMetrics:
         self._cost = meter.create_counter(
             "tracefact.eval.cost", unit="USD", description="evaluation spend"
         )
-        self._dropped = meter.create_counter(
-            "tracefact.eval.dropped", unit="{span}", description="spans not evaluated: queue full"
+
+        def observe_spans(options: CallbackOptions) -> Iterable[Observation]:
+            with self._counts_lock:
+                counts = dict(self._span_counts)
+            return [Observation(n, {"status": status}) for status, n in counts.items()]
+
+        def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
+            with self._counts_lock:
+                return [Observation(self._span_counts["dropped"])]
+
+        meter.create_observable_counter(
+            "tracefact.eval.spans",
+            callbacks=[observe_spans],
+            unit="{span}",
+            description="LLM spans by evaluation status",
+        )
+        meter.create_observable_counter(
+            "tracefact.eval.dropped",
+            callbacks=[observe_dropped],
+            unit="{span}",
+            description="spans not evaluated: queue full",
         )
 
         def observe_depth(options: CallbackOptions) -> Iterable[Observation]:
@@ -52,9 +74,8 @@ class PipelineMetrics:
         )
 
     def span_finished(self, status: str) -> None:
-        self._spans.add(1, {"status": status})
-        if status == "dropped":
-            self._dropped.add(1)
+        with self._counts_lock:
+            self._span_counts[status] += 1
 
     def evaluated(self, outcome: Outcome) -> None:
         result = outcome.result

@@ -129,17 +129,19 @@ class EvaluationProcessor(WrapperSpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self.downstream.on_start(span, parent_context)
         attributes = span.attributes or {}
-        if not is_llm_span(attributes) or semconv.EVAL_STATUS in attributes:
+        if not is_llm_span(attributes):
             return
         if self._closed:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SHUTDOWN)
             return
         decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
-        span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
+        # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
         elif self._reserve(span.context.span_id, decision.rate) is None:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_DROPPED)
+        else:
+            span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
 
     def on_end(self, span: ReadableSpan) -> None:
         attributes = span.attributes or {}

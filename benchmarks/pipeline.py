@@ -1,0 +1,191 @@
+"""The evaluation pipeline's cost to the application, its throughput and its memory.
+
+1. Per-span processor time on the application thread (on_start + on_end, p50/p99):
+   a BatchSpanProcessor alone versus the same processor behind an EvaluationProcessor
+   whose evaluator hangs, so its queue is saturated and every span is dropped.
+2. Evaluations per second with a 50 ms asynchronous evaluator at concurrency 64.
+3. Memory held per queued span (tracemalloc).
+
+    python benchmarks/pipeline.py [--spans 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import time
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from tracefact import semconv
+from tracefact.evaluators.base import EvalCase, EvalResult
+from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
+from tracefact.sampling import Always, Never
+
+
+class DiscardingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+class SleepingEvaluator:
+    """Answers after `seconds` (forever when None), like a remote judge."""
+
+    name = "hallucination"
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    async def evaluate(self, case: EvalCase) -> EvalResult:
+        if self.seconds is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(self.seconds or 0)
+        return EvalResult(name=self.name, label="factual", score=0.1, evaluator="sleep")
+
+
+class Timed(WrapperSpanProcessor):
+    """Records how long the wrapped processor keeps the application thread per span."""
+
+    def __init__(self, downstream: SpanProcessor) -> None:
+        super().__init__(downstream)
+        self.ns: list[int] = []
+        self._start_ns = 0
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        started = time.perf_counter_ns()
+        self.downstream.on_start(span, parent_context)
+        self._start_ns = time.perf_counter_ns() - started
+
+    def on_end(self, span: ReadableSpan) -> None:
+        started = time.perf_counter_ns()
+        self.downstream.on_end(span)
+        self.ns.append(self._start_ns + time.perf_counter_ns() - started)
+
+
+LLM_ATTRIBUTES = {
+    semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM,
+    semconv.INPUT_VALUE: "When was the Eiffel Tower completed?",
+}
+
+
+def emit(provider: TracerProvider, count: int) -> None:
+    tracer = provider.get_tracer("benchmark")
+    for _ in range(count):
+        with tracer.start_as_current_span("llm", attributes=LLM_ATTRIBUTES) as span:
+            span.set_attribute(semconv.OUTPUT_VALUE, "It was completed in 1889.")
+            span.set_attribute(semconv.CONTEXTS, ["The Eiffel Tower was completed in 1889."])
+
+
+def percentiles(ns: list[int]) -> tuple[float, float]:
+    ordered = sorted(ns)
+    return ordered[len(ordered) // 2] / 1000, ordered[int(len(ordered) * 0.99)] / 1000
+
+
+def measure_on_end(spans: int) -> None:
+    setups = {
+        "BatchSpanProcessor alone": None,
+        "evaluation on, span sampled out": Never(),
+        "saturated, hanging evaluator": Always(),
+    }
+    results = {}
+    for label, sampler in setups.items():
+        downstream = BatchSpanProcessor(DiscardingExporter(), max_queue_size=spans * 2)
+        processor: SpanProcessor = downstream
+        if sampler is not None:
+            processor = EvaluationProcessor(
+                downstream,
+                [SleepingEvaluator(None)],
+                sampler=sampler,
+                queue_size=64,
+                drain_seconds=0.1,
+            )
+        timed = Timed(processor)
+        provider = TracerProvider()
+        provider.add_span_processor(timed)
+        emit(provider, 200)  # warm up, and fill the queue
+        timed.ns.clear()
+        gc.collect()
+        emit(provider, spans)
+        results[label] = percentiles(timed.ns)
+        provider.shutdown()
+    print("per-span processor time on the application thread (on_start + on_end), µs")
+    print(f"{'':<34}{'p50':>8}{'p99':>8}")
+    for label, (p50, p99) in results.items():
+        print(f"{label:<34}{p50:>8.2f}{p99:>8.2f}")
+    sat_p50, sat_p99 = results["saturated, hanging evaluator"]
+    for baseline in ("evaluation on, span sampled out", "BatchSpanProcessor alone"):
+        base_p50, base_p99 = results[baseline]
+        print(
+            f"saturated vs {baseline + ':':<32}{sat_p50 / base_p50:>5.2f}x p50"
+            f"{sat_p99 / base_p99:>6.2f}x p99"
+        )
+    print("target: saturated <= 1.2x with no evaluation\n")
+
+
+def measure_throughput(spans: int) -> None:
+    exporter = DiscardingExporter()
+    processor = EvaluationProcessor(
+        BatchSpanProcessor(exporter, max_queue_size=spans * 2),
+        [SleepingEvaluator(0.05)],
+        concurrency=64,
+        queue_size=spans,
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    started = time.perf_counter()
+    emit(provider, spans)
+    assert processor.force_flush(120_000)
+    elapsed = time.perf_counter() - started
+    provider.shutdown()
+    print(
+        f"throughput: {spans} evaluations (50 ms each, concurrency 64) in {elapsed:.2f} s = "
+        f"{spans / elapsed:.0f} evaluations/s  (target >= 1000/s; ideal {64 / 0.05:.0f}/s)\n"
+    )
+
+
+def measure_memory(spans: int) -> None:
+    processor = EvaluationProcessor(
+        BatchSpanProcessor(DiscardingExporter()),
+        [SleepingEvaluator(None)],
+        queue_size=spans,
+        drain_seconds=0.1,
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    emit(provider, 10)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    emit(provider, spans)
+    time.sleep(0.5)  # let the worker pick every span up
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    provider.shutdown()
+    print(f"memory: {held / spans / 1024:.1f} KiB held per queued span ({spans} spans queued)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--spans", type=int, default=20_000)
+    args = parser.parse_args()
+    measure_on_end(args.spans)
+    measure_throughput(min(args.spans, 5000))
+    measure_memory(2000)
+
+
+if __name__ == "__main__":
+    main()
