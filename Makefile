@@ -27,8 +27,8 @@ demo: setup
 	$(BIN)/python examples/rag_demo.py
 
 lint: setup-dev
-	$(BIN)/ruff check src tests examples benchmarks scripts
-	$(BIN)/ruff format --check src tests examples benchmarks scripts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 test: lint
