@@ -1,0 +1,32 @@
+"""The demo that `make demo` runs: offline, every answer judged, a summary at the end."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import reset_global_tracer_provider
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "rag_demo.py"
+
+
+def test_demo_prints_each_answer_with_its_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("rag_demo", DEMO)
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    sys.modules["rag_demo"] = demo
+    reset_global_tracer_provider()
+    try:
+        spec.loader.exec_module(demo)
+        demo.main(["--hallucination-rate", "0.5", "--seed", "1"])
+    finally:
+        reset_global_tracer_provider()
+        del sys.modules["rag_demo"]
+    out = capsys.readouterr().out
+    assert out.count("question:") == len(demo.QUESTIONS)
+    assert "✗ hallucinated" in out and "✓ factual" in out
+    assert "why:" in out
+    assert f"summary: {len(demo.QUESTIONS)} answers, {len(demo.QUESTIONS)} evaluated" in out
