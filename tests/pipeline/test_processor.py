@@ -246,7 +246,7 @@ def test_invalid_configuration_is_rejected() -> None:
 
 
 def test_shutdown_drains_then_marks_leftovers_and_later_spans() -> None:
-    p = Pipeline(drain_seconds=0.1, timeout_seconds=30)
+    p = Pipeline(drain_seconds=2.0, timeout_seconds=30)
     p.llm_span(output="hang", question="hung")
     p.llm_span(output="ok", question="quick")
     p.close()

@@ -1,19 +1,73 @@
-"""Evaluators by name, for the CLI and `TRACEFACT_EVALUATORS`: ``lexical`` and so on."""
+"""Evaluators by name, for the CLI and `TRACEFACT_EVALUATORS`.
+
+A spec is ``name`` or ``name:argument``: ``lexical``, ``lexical:0.2``, ``local``,
+``local:0.4`` (a threshold), ``judge:MODEL``, ``claims:MODEL``, ``contexts:MODEL``,
+``vectara``. Each factory imports only what its evaluator needs, so naming ``lexical``
+never imports litellm or onnxruntime.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tracefact.evaluators.base import Evaluator
 
+SPECS = "lexical | local | judge:MODEL | claims:MODEL | contexts:MODEL | vectara"
 
-def _lexical(argument: str | None) -> Evaluator:
+Factory = Callable[[str | None, str | None], Evaluator]
+"""(argument, api_base) to an evaluator."""
+
+
+def _threshold(argument: str | None) -> float | None:
+    return None if argument is None else float(argument)
+
+
+def _lexical(argument: str | None, api_base: str | None) -> Evaluator:
     from tracefact.evaluators.lexical import LexicalOverlap
 
-    return LexicalOverlap() if argument is None else LexicalOverlap(threshold=float(argument))
+    threshold = _threshold(argument)
+    return LexicalOverlap() if threshold is None else LexicalOverlap(threshold=threshold)
 
 
-_FACTORIES: dict[str, Callable[[str | None], Evaluator]] = {"lexical": _lexical}
+def _local(argument: str | None, api_base: str | None) -> Evaluator:
+    from tracefact.evaluators.local import LocalFactuality
+
+    return LocalFactuality(threshold=_threshold(argument))
+
+
+def _vectara(argument: str | None, api_base: str | None) -> Evaluator:
+    from tracefact.evaluators.vectara import VectaraHHEM
+
+    return VectaraHHEM() if api_base is None else VectaraHHEM(base_url=api_base)
+
+
+def _judge(kind: str) -> Factory:
+    def factory(argument: str | None, api_base: str | None) -> Evaluator:
+        from tracefact.evaluators import judges
+
+        if not argument:
+            raise ValueError(f"evaluator {kind!r} needs a model: {kind}:MODEL")
+        judge_class: type[judges.LLMJudge | judges.ClaimJudge | judges.ContextVerdictJudge]
+        judge_class = {
+            "judge": judges.LLMJudge,
+            "claims": judges.ClaimJudge,
+            "contexts": judges.ContextVerdictJudge,
+        }[kind]
+        options: dict[str, Any] = {} if api_base is None else {"api_base": api_base}
+        return judge_class(argument, **options)
+
+    return factory
+
+
+_FACTORIES: dict[str, Factory] = {
+    "lexical": _lexical,
+    "local": _local,
+    "vectara": _vectara,
+    "judge": _judge("judge"),
+    "claims": _judge("claims"),
+    "contexts": _judge("contexts"),
+}
 
 
 def default_evaluators() -> list[Evaluator]:
@@ -21,10 +75,10 @@ def default_evaluators() -> list[Evaluator]:
     return [from_spec("lexical")]
 
 
-def from_spec(spec: str) -> Evaluator:
-    """``name`` or ``name:argument`` (for example a model) to an evaluator."""
+def from_spec(spec: str, api_base: str | None = None) -> Evaluator:
+    """An evaluator from its spec; ``api_base`` points judges (or Vectara) elsewhere."""
     name, _, argument = spec.strip().partition(":")
     factory = _FACTORIES.get(name)
     if factory is None:
-        raise ValueError(f"unknown evaluator {name!r}; known: {', '.join(sorted(_FACTORIES))}")
-    return factory(argument or None)
+        raise ValueError(f"unknown evaluator {spec!r}; use one of: {SPECS}")
+    return factory(argument or None, api_base)

@@ -1,0 +1,265 @@
+"""The `tracefact` command. ``tracefact eval`` runs an evaluator over a JSONL file of cases.
+
+Each subcommand is a function taking the parsed arguments and returning an exit code,
+registered in `build_parser`; adding one does not touch the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from tracefact.evaluators.base import EvalCase, Evaluator
+from tracefact.evaluators.metrics import Confusion, by_group
+from tracefact.evaluators.registry import SPECS, from_spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tracefact", description="Hallucination evaluation on your own LLM traces."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_eval(commands)
+    return parser
+
+
+# --- tracefact eval ----------------------------------------------------------------------
+
+
+def _add_eval(commands: Any) -> None:
+    command = commands.add_parser(
+        "eval",
+        help="evaluate a JSONL file of cases",
+        description="Evaluate each {input, contexts, output} record of a .jsonl or .jsonl.gz "
+        "file, append one result line per record to --out (re-running skips ids already "
+        "there), and, when records carry a gold `hallucinated` label, print precision, "
+        "recall, F1 and balanced accuracy overall and per task.",
+    )
+    command.add_argument("file", type=Path, help="cases, one JSON object per line")
+    command.add_argument("--evaluator", default="lexical", help=SPECS)
+    command.add_argument("--out", type=Path, required=True, help="results JSONL (appended)")
+    command.add_argument("--concurrency", type=_positive_int, default=8)
+    command.add_argument("--limit", type=_positive_int, help="only the first N records")
+    command.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    command.add_argument("--retries", type=int, default=2, help="retries of transient errors")
+    command.add_argument("--api-base", help="for judges: an OpenAI-compatible or proxy base URL")
+    command.set_defaults(handler=_eval_command)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
+    """An evaluator from its command-line spec; imports only what that evaluator needs."""
+    evaluator = from_spec(spec, api_base)
+    if spec.partition(":")[0] in {"judge", "claims", "contexts"}:
+        # The command owns its process: litellm's banner on every failed call is noise here.
+        from tracefact.evaluators._litellm import import_litellm
+
+        import_litellm().suppress_debug_info = True
+    return evaluator
+
+
+def _eval_command(args: argparse.Namespace) -> int:
+    try:
+        evaluator = make_evaluator(args.evaluator, args.api_base)
+        records = list(_read_records(args.file, args.limit))
+    except (ValueError, OSError, ImportError) as exc:
+        print(f"tracefact eval: {exc}", file=sys.stderr)
+        return 2
+    done = {row["id"] for row in _read_results(args.out)}
+    todo = [record for record in records if record["id"] not in done]
+    if done:
+        print(f"resuming: {len(records) - len(todo)} of {len(records)} already in {args.out}")
+    started = time.perf_counter()
+    rows = asyncio.run(_evaluate_all(evaluator, todo, args))
+    elapsed = time.perf_counter() - started
+    wanted = {record["id"] for record in records}
+    _print_report(rows, [r for r in _read_results(args.out) if r["id"] in wanted], elapsed)
+    return 1 if any(row["status"] != "ok" for row in rows) else 0
+
+
+def _read_records(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
+    """Records of the shared data format, or plain {input, contexts, output} objects."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    count = 0
+    with opener(path, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            if limit is not None and count >= limit:
+                return
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("expected a JSON object")
+                case = EvalCase.model_validate(
+                    {k: record[k] for k in ("input", "contexts", "output") if k in record}
+                )
+            except ValueError as exc:  # JSON and pydantic validation errors alike
+                raise ValueError(f"{path}:{number}: not a valid case: {exc}") from exc
+            gold = record.get("hallucinated")
+            yield {
+                "id": str(record.get("id") or _case_id(case)),
+                "task": str(record.get("task") or ""),
+                "case": case,
+                "hallucinated": gold if isinstance(gold, bool) else None,
+            }
+            count += 1
+
+
+def _case_id(case: EvalCase) -> str:
+    material = json.dumps([case.input, case.contexts, case.output], ensure_ascii=False)
+    return "sha256-" + hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def _read_results(path: Path) -> list[dict[str, Any]]:
+    """Result lines already written; a torn last line (an interrupted run) is ignored."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "id" in row:
+                rows.append(row)
+    return rows
+
+
+async def _evaluate_all(
+    evaluator: Evaluator, records: list[dict[str, Any]], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """N workers pull records; each result line is written and flushed as it completes."""
+    from tracefact.pipeline.run import RetryPolicy, run_evaluator
+
+    policy = RetryPolicy(timeout_seconds=args.timeout, max_retries=args.retries)
+    pending = iter(records)
+    rows: list[dict[str, Any]] = []
+    progress = _progress(len(records))
+
+    async def worker(out: IO[str]) -> None:
+        for record in pending:  # a shared iterator: each record goes to one worker
+            outcome = await run_evaluator(evaluator, record["case"], policy)
+            result = outcome.result
+            row = {
+                "id": record["id"],
+                "task": record["task"],
+                "label": result.label if result else None,
+                "score": result.score if result else None,
+                "status": outcome.status,
+                "error": outcome.error,
+                "explanation": result.explanation if result else None,
+                "evaluator": result.evaluator if result else None,
+                "latency_ms": round(outcome.latency_ms, 1),
+                "cost_usd": result.cost_usd if result else None,
+                "hallucinated": record["hallucinated"],
+            }
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            rows.append(row)
+            progress()
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with args.out.open("a", encoding="utf-8") as out:
+            if _ends_torn(args.out):
+                out.write("\n")  # so the first new line is not glued to a torn one
+            await asyncio.gather(*(worker(out) for _ in range(args.concurrency)))
+    finally:
+        progress(close=True)
+        close = getattr(evaluator, "aclose", None)
+        if close is not None:
+            await close()
+    return rows
+
+
+def _ends_torn(path: Path) -> bool:
+    with path.open("rb") as existing:
+        if existing.seek(0, 2) == 0:
+            return False
+        existing.seek(-1, 2)
+        return existing.read(1) != b"\n"
+
+
+def _progress(total: int) -> Callable[..., None]:
+    """tqdm when it is installed, else a counter on stderr."""
+    try:
+        tqdm = importlib.import_module("tqdm").tqdm
+    except ImportError:
+        pass
+    else:
+        bar = tqdm(total=total, unit="case", file=sys.stderr, dynamic_ncols=True)
+
+        def advance_bar(close: bool = False) -> None:
+            if close:
+                bar.close()
+            else:
+                bar.update()
+
+        return advance_bar
+    count = 0
+
+    def advance_counter(close: bool = False) -> None:
+        nonlocal count
+        if close:
+            print(file=sys.stderr)
+            return
+        count += 1
+        print(f"\r{count}/{total} cases", end="", file=sys.stderr, flush=True)
+
+    return advance_counter
+
+
+def _print_report(run: list[dict[str, Any]], rows: list[dict[str, Any]], elapsed: float) -> None:
+    """This run's throughput and cost; agreement with gold labels over every result line."""
+    errors = sum(row["status"] != "ok" for row in run)
+    costs = [row["cost_usd"] for row in run if row["cost_usd"] is not None]
+    cost = f"${sum(costs):.6f}" if costs else "unknown"
+    if run and len(costs) < len(run) and costs:
+        cost += f" (priced for {len(costs)} of {len(run)} cases)"
+    rate = len(run) / elapsed if elapsed > 0 else 0.0
+    print(f"evaluated {len(run)} cases in {elapsed:.1f}s ({rate:.2f} cases/s), {errors} errors")
+    print(f"cost: {cost}")
+    latest = {row["id"]: row for row in rows}  # last line per id wins
+    labelled = [
+        (row.get("task") or "-", row["hallucinated"], row["label"] == "hallucinated")
+        for row in latest.values()
+        if row.get("status") == "ok" and isinstance(row.get("hallucinated"), bool)
+    ]
+    if not labelled:
+        return
+    groups = by_group(labelled)
+    overall = sum(groups.values(), Confusion())
+    print(f"{'task':<16}{'n':>7}{'precision':>11}{'recall':>9}{'f1':>8}{'bal_acc':>9}")
+    for task, confusion in [("all", overall), *groups.items()]:
+        print(
+            f"{task:<16}{confusion.total:>7}{confusion.precision:>11.3f}{confusion.recall:>9.3f}"
+            f"{confusion.f1:>8.3f}{confusion.balanced_accuracy:>9.3f}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The one place where judges call a model: litellm, JSON replies, errors, usage and cost.
+
+Every judge goes through `ask_json`, so temperature, JSON mode, timeouts, error
+mapping, cost accounting and the suppression of our own tracing are decided once.
+litellm is imported lazily: importing it costs seconds and, unless told otherwise,
+downloads a price table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from opentelemetry import context as otel_context
+from pydantic import BaseModel, ValidationError
+
+from tracefact.evaluators.base import (
+    BadReplyError,
+    EvaluationTimeout,
+    ProviderError,
+    RateLimitError,
+)
+
+Reply = TypeVar("Reply", bound=BaseModel)
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def import_litellm() -> Any:
+    """litellm, with its offline price table unless the user chose otherwise."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+@dataclass(frozen=True)
+class JudgeReply(Generic[Reply]):
+    """A validated reply plus what it cost."""
+
+    value: Reply
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+
+    def usage(self) -> dict[str, int | None]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+
+async def ask_json(
+    model: str,
+    messages: Sequence[Mapping[str, str]],
+    schema: type[Reply],
+    options: Mapping[str, Any],
+) -> JudgeReply[Reply]:
+    """One deterministic completion whose reply must validate against `schema`.
+
+    `options` go to `litellm.acompletion` unchanged (api_base, api_key, timeout,
+    mock_response, ...). litellm's own retries are off unless asked for: retrying is
+    the pipeline's job, and a judge that retries inside hides rate limits from it.
+    Temperature 0 is dropped for models that refuse it (reasoning models).
+    """
+    litellm = import_litellm()
+    kwargs: dict[str, Any] = {
+        "temperature": 0,
+        "drop_params": True,
+        "timeout": DEFAULT_TIMEOUT_SECONDS,
+        "num_retries": 0,
+        "max_retries": 0,
+        **options,
+    }
+    if "response_format" not in kwargs and _supports_json_mode(litellm, model):
+        kwargs["response_format"] = {"type": "json_object"}
+    # Suppressed so that a judge's own call never becomes a traced, evaluated LLM span.
+    token = otel_context.attach(
+        otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
+    )
+    try:
+        response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
+    except _provider_errors(litellm) as exc:
+        raise _map_error(litellm, exc) from exc
+    finally:
+        otel_context.detach(token)
+    text = _reply_text(response)
+    usage = getattr(response, "usage", None)
+    return JudgeReply(
+        value=parse_reply(text, schema),
+        text=text,
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        cost_usd=_cost(litellm, response),
+    )
+
+
+def parse_reply(text: str, schema: type[Reply]) -> Reply:
+    """The JSON object in `text` that validates against `schema`.
+
+    Accepts a bare object, a ```json fence, or an object inside chatty prose. No valid
+    object, or several that disagree, is a `BadReplyError`: a judge that did not give
+    one answer has no verdict to guess.
+    """
+    problems: list[str] = []
+    found: list[Reply] = []
+    for candidate in _json_objects(text):
+        try:
+            value = schema.model_validate(candidate)
+        except ValidationError as exc:
+            problems.append(str(exc.errors(include_url=False, include_input=False)[:3]))
+            continue
+        if all(value != seen for seen in found):  # a fenced object is also seen in the text
+            found.append(value)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise BadReplyError(
+            f"judge reply holds {len(found)} different answers: {_preview(text)}", reply=text
+        )
+    detail = f"; closest: {problems[0]}" if problems else ""
+    raise BadReplyError(
+        f"judge reply has no valid {schema.__name__} JSON object{detail}: {_preview(text)}",
+        reply=text,
+    )
+
+
+def _json_objects(text: str) -> Iterator[Any]:
+    """JSON objects found in fences first, then anywhere in the text, in order."""
+    decoder = json.JSONDecoder()
+    for chunk in [*_FENCE.findall(text), text]:
+        position = chunk.find("{")
+        while position != -1:
+            try:
+                value, _ = decoder.raw_decode(chunk, position)
+            except json.JSONDecodeError:
+                pass
+            else:
+                if isinstance(value, dict):
+                    yield value
+            position = chunk.find("{", position + 1)
+
+
+def _supports_json_mode(litellm: Any, model: str) -> bool:
+    """JSON mode where litellm knows the provider accepts it; plain prompts elsewhere."""
+    try:
+        params = litellm.get_supported_openai_params(model=model) or []
+    except Exception:  # unknown provider or model: ask without JSON mode
+        return False
+    return "response_format" in params
+
+
+def _reply_text(response: Any) -> str:
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise BadReplyError(f"judge response has no message: {exc}") from exc
+    if not isinstance(content, str) or not content.strip():
+        raise BadReplyError("judge reply is empty", reply=str(content or ""))
+    return content
+
+
+def _cost(litellm: Any, response: Any) -> float | None:
+    """Cost from litellm's price table; None for models it does not price."""
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # litellm raises various errors for unmapped models
+        return None
+
+
+def _provider_errors(litellm: Any) -> tuple[type[Exception], ...]:
+    """Everything litellm raises for a failed call (its types do not share one base)."""
+    import openai  # a dependency of litellm; most litellm errors subclass its errors
+
+    return (openai.OpenAIError, *getattr(litellm, "LITELLM_EXCEPTION_TYPES", ()))
+
+
+def _map_error(litellm: Any, exc: Exception) -> Exception:
+    """litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
+    errors = litellm.exceptions
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    message = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {exc}"
+    if isinstance(exc, errors.RateLimitError):
+        return RateLimitError(message, retry_after=_retry_after(exc))
+    if isinstance(exc, errors.Timeout):
+        return EvaluationTimeout(message)
+    if isinstance(exc, errors.APIConnectionError):
+        return ProviderError(message, transient=True)
+    transient = status is not None and (status >= 500 or status in (408, 409))
+    return ProviderError(message, status_code=status, transient=transient)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
+    value = headers.get("retry-after") if headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:  # an HTTP date: let the pipeline's own backoff decide
+        return None
+
+
+def _preview(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "…")

@@ -1,0 +1,98 @@
+"""`Cascade`: a cheap evaluator first, an expensive one only where the cheap one is unsure.
+
+Most answers are clearly grounded or clearly not; paying a judge for those is waste.
+The first evaluator's result stands unless its score falls in the uncertain band (or
+it flagged a hallucination, which is worth a second opinion), in which case the second
+evaluator decides. The result says which ran and what the whole thing cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tracefact.evaluators.base import HALLUCINATED, EvalCase, EvalResult, Evaluator
+
+Escalation = tuple[float, float] | Callable[[EvalResult], bool]
+
+
+class Cascade:
+    """Runs `first`; runs `then` too when `escalate` says so, and returns the later verdict.
+
+    ``escalate`` is a ``(low, high)`` band of first scores considered uncertain
+    (inclusive), or a predicate on the first result. With a band, a first result
+    labelled hallucinated escalates as well unless ``escalate_flagged=False``.
+    """
+
+    def __init__(
+        self,
+        first: Evaluator,
+        then: Evaluator,
+        escalate: Escalation = (0.2, 0.8),
+        escalate_flagged: bool = True,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(escalate, tuple):
+            low, high = escalate
+            if not 0.0 <= low <= high <= 1.0:
+                raise ValueError(f"escalation band must satisfy 0 <= low <= high <= 1: {escalate}")
+        elif not callable(escalate):
+            raise TypeError("escalate must be a (low, high) band or a predicate")
+        self.first = first
+        self.then = then
+        self.escalate = escalate
+        self.escalate_flagged = escalate_flagged
+        self.name = name or first.name
+
+    def should_escalate(self, result: EvalResult) -> bool:
+        if callable(self.escalate):
+            return self.escalate(result)
+        low, high = self.escalate
+        flagged = self.escalate_flagged and result.label == HALLUCINATED
+        return flagged or low <= result.score <= high
+
+    def describe(self) -> dict[str, Any]:
+        if callable(self.escalate):
+            rule: Any = getattr(self.escalate, "__qualname__", repr(self.escalate))
+        else:
+            rule = {"band": list(self.escalate), "flagged": self.escalate_flagged}
+        return {
+            "name": self.name,
+            "evaluator": "cascade",
+            "first": self.first.describe(),
+            "then": self.then.describe(),
+            "escalate": rule,
+            "direction": "minimize",
+            "input_schema": EvalCase.model_json_schema(),
+        }
+
+    async def evaluate(self, case: EvalCase) -> EvalResult:
+        started = time.perf_counter()
+        first = await self.first.evaluate(case)
+        if not self.should_escalate(first):
+            return first.model_copy(
+                update={
+                    "name": self.name,
+                    "raw": {**first.raw, "cascade": {"ran": [first.evaluator], "escalated": False}},
+                }
+            )
+        final = await self.then.evaluate(case)
+        costs = [c for c in (first.cost_usd, final.cost_usd) if c is not None]
+        summary = {"label": first.label, "score": first.score, "explanation": first.explanation}
+        return final.model_copy(
+            update={
+                "name": self.name,
+                "evaluator": f"cascade({first.evaluator} -> {final.evaluator})",
+                "latency_ms": (time.perf_counter() - started) * 1000,
+                "cost_usd": sum(costs) if costs else None,
+                "raw": {
+                    **final.raw,
+                    "cascade": {
+                        "ran": [first.evaluator, final.evaluator],
+                        "escalated": True,
+                        "first": summary,
+                    },
+                },
+            }
+        )
