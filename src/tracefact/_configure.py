@@ -34,6 +34,7 @@ from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_o
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.processor import Attach
 from tracefact.sampling import Always, Ratio, Sampler
+from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
 
@@ -81,6 +82,7 @@ def configure(
     timeout_seconds: float | None = None,
     max_retries: int | None = None,
     max_hold_seconds: float | None = None,
+    sinks: Sequence[ResultSink] = (),
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> TracerProvider:
@@ -94,6 +96,8 @@ def configure(
 
     evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
+    sinks: where results go besides the span's attributes, e.g.
+    ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
     The other options are `EvaluationProcessor`'s.
     """
     global _installation, _atexit_registered
@@ -139,6 +143,7 @@ def configure(
             timeout_seconds=settings.timeout_seconds,
             max_retries=settings.max_retries,
             max_hold_seconds=settings.max_hold_seconds,
+            sinks=sinks,
             meter_provider=meter_provider,
         )
     with _lock:

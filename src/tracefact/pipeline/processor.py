@@ -10,7 +10,8 @@ Where work happens:
   open, with no copy and no waiting.
 - `on_end` (application thread): hands the ended span to the worker (a deque append).
 - worker thread (asyncio): runs the evaluators, then exports the enriched copy, or a
-  carrier span when the original already left (`attach="span"`, or held too long).
+  carrier span when the original already left (`attach="span"`, or held too long),
+  and hands each result to the result sinks, which deliver it on their own threads.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
-from tracefact.evaluators.base import Evaluator
+from tracefact.evaluators.base import EvalResult, Evaluator
 from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
 from tracefact.pipeline.enrich import carrier_span, copy_with, outcome_attributes, outcome_events
 from tracefact.pipeline.metrics import PipelineMetrics
@@ -37,6 +38,7 @@ from tracefact.pipeline.run import RetryPolicy, run_evaluator
 from tracefact.pipeline.worker import Worker
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
 from tracefact.sampling import Always, Sampler, SpanInfo
+from tracefact.sinks.base import EvaluatedSpan, ResultSink
 
 logger = logging.getLogger("tracefact")
 
@@ -72,6 +74,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
     max_hold_seconds (enrich): the longest a span waits for its result; then it is
         exported with status `timeout` and the result follows on a carrier span.
     drain_seconds: how long `shutdown` lets running evaluations finish.
+    sinks: also receive every result (e.g. Phoenix annotations, MLflow assessments);
+        they deliver on their own threads, and a failing sink never holds up a span.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         max_retries: int = 2,
         max_hold_seconds: float = 60.0,
         drain_seconds: float = 10.0,
+        sinks: Sequence[ResultSink] = (),
         meter_provider: MeterProvider | None = None,
     ) -> None:
         super().__init__(downstream)
@@ -109,6 +114,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.policy = RetryPolicy(timeout_seconds=timeout_seconds, max_retries=max_retries)
         self.max_hold_seconds = max_hold_seconds
         self.drain_seconds = drain_seconds
+        self.sinks = tuple(sinks)
         self._metrics = PipelineMetrics(lambda: self._held, meter_provider)
         self._reset()
         self_ref = weakref.WeakMethod(self._reset)
@@ -230,7 +236,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
             if outcome.result is not None and outcome.result.cost_usd:
                 self.sampler.record_cost(outcome.result.cost_usd)
         attributes = outcome_attributes(outcomes)
-        self._finish(job, attributes, outcome_events(outcomes, time.time_ns()), started)
+        events = outcome_events(outcomes, time.time_ns())
+        results = [o.result for o in outcomes if o.result is not None]
+        self._finish(job, attributes, events, started, results)
 
     def _hold_expired(self, job: _Job) -> None:
         with self._lock:
@@ -242,10 +250,16 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
 
     def _finish(
-        self, job: _Job, attributes: dict[str, Any], events: list[Event], started: int
+        self,
+        job: _Job,
+        attributes: dict[str, Any],
+        events: list[Event],
+        started: int,
+        results: Sequence[EvalResult] = (),
     ) -> None:
         """Export the job's results exactly once: on the span's copy if it is still
-        held, else on a carrier span."""
+        held, else on a carrier span; then hand them to the sinks, before the job counts
+        as finished so that `force_flush` sees them."""
         with self._lock:
             if job.done:  # shutdown already accounted for it
                 return
@@ -262,16 +276,34 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._export(carrier, status)  # the carrier holds the span's status
             else:
                 self.downstream.on_end(carrier)  # the span was counted as timeout
+        self._publish(job.span, results)
         self._release(job)
+
+    def _publish(self, span: ReadableSpan, results: Sequence[EvalResult]) -> None:
+        assert span.context is not None, "only spans with a context are evaluated"
+        for result in results:
+            evaluated = EvaluatedSpan(span.context, span.name, result)
+            for sink in self.sinks:
+                try:
+                    sink.submit(evaluated)
+                except Exception:  # a sink's bug must not cost the pipeline its worker
+                    logger.exception("tracefact: result sink %s failed", sink.name)
 
     # --- lifecycle --------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait for evaluations in flight, then flush downstream; False if time ran out."""
+        """Wait for evaluations in flight, then flush downstream, then the sinks; False if
+        time ran out."""
         deadline = time.monotonic() + timeout_millis / 1000
+
+        def remaining() -> int:
+            return max(0, int((deadline - time.monotonic()) * 1000))
+
         with self._idle:
-            idle = self._idle.wait_for(lambda: not self._jobs, timeout_millis / 1000)
-        remaining = max(0, int((deadline - time.monotonic()) * 1000))
-        return self.downstream.force_flush(remaining) and idle
+            flushed = self._idle.wait_for(lambda: not self._jobs, timeout_millis / 1000)
+        flushed = self.downstream.force_flush(remaining()) and flushed
+        for sink in self.sinks:
+            flushed = sink.force_flush(remaining()) and flushed
+        return flushed
 
     def shutdown(self) -> None:
         """Let running evaluations finish for up to `drain_seconds`, export what is left
@@ -296,3 +328,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._export(carrier_span(job.span, attributes, [], now, now), "shutdown")
             self._release(job)
         self.downstream.shutdown()
+        for sink in self.sinks:
+            try:
+                sink.shutdown()
+            except Exception:
+                logger.exception("tracefact: result sink %s failed to shut down", sink.name)

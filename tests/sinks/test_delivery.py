@@ -1,0 +1,56 @@
+"""What every HTTP sink guarantees the pipeline: bounded memory, bounded waits, counts."""
+
+from __future__ import annotations
+
+import time
+
+from tests.fakes.json_api import Scripted
+from tests.fakes.phoenix_server import fake_phoenix
+from tests.sinks.conftest import SinkCounts
+from tests.sinks.helpers import FAST, evaluated
+from tracefact.sinks import PhoenixAnnotations, ResultSink
+
+SINK = "phoenix-annotations"
+
+
+def test_sinks_follow_the_protocol() -> None:
+    assert isinstance(PhoenixAnnotations(), ResultSink)
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting(sink_counts: SinkCounts) -> None:
+    with fake_phoenix() as phoenix:
+        sink = PhoenixAnnotations(
+            phoenix.base_url,
+            queue_size=2,
+            schedule_delay_seconds=60,
+            meter_provider=sink_counts.provider,
+        )
+        started = time.perf_counter()
+        for _ in range(5):
+            sink.submit(evaluated())
+        assert time.perf_counter() - started < 0.5
+        assert sink.force_flush(5000)
+        sink.shutdown()
+    assert len(phoenix.annotations) == 2
+    assert sink_counts() == {(SINK, "delivered"): 2, (SINK, "dropped"): 3}
+
+
+def test_flush_and_shutdown_give_up_on_a_hanging_backend(sink_counts: SinkCounts) -> None:
+    with fake_phoenix() as phoenix:
+        phoenix.api.script = [Scripted(200, delay=30)]
+        sink = PhoenixAnnotations(
+            phoenix.base_url,
+            timeout_seconds=0.3,
+            max_retries=0,
+            drain_seconds=0.1,
+            meter_provider=sink_counts.provider,
+            **FAST,
+        )
+        sink.submit(evaluated())
+        started = time.perf_counter()
+        assert not sink.force_flush(100)
+        sink.shutdown()
+        sink.submit(evaluated())  # after shutdown: counted, not queued
+        assert time.perf_counter() - started < 3
+    assert phoenix.annotations == []
+    assert sink_counts() == {(SINK, "failed"): 1, (SINK, "dropped"): 1}
