@@ -1,0 +1,191 @@
+"""LocalFactuality: the embedded ONNX hallucination detector, through its public API."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tracefact.evaluators.base import EvalCase, Evaluator, InvalidCaseError
+from tracefact.evaluators.local import LocalFactuality
+from tracefact.models import local_factuality_dir
+
+CONTEXT = (
+    "Marie Curie was born in Warsaw in 1867. She moved to Paris in 1891 to study physics "
+    "at the Sorbonne. In 1903 she shared the Nobel Prize in Physics with Pierre Curie and "
+    "Henri Becquerel. In 1911 she won a second Nobel Prize, in Chemistry, for the discovery "
+    "of polonium and radium."
+)
+OTHER_CONTEXT = (
+    "The Golden Gate Bridge opened in 1937 and spans the strait between San Francisco Bay "
+    "and the Pacific Ocean. Its chief engineer was Joseph Strauss, and the bridge is painted "
+    "a colour known as international orange."
+)
+QUESTION = "Where was Marie Curie born?"
+FAITHFUL = "Marie Curie was born in Warsaw in 1867."
+EDITED = "Marie Curie was born in Paris in 1867."
+
+
+def case(output: str, contexts: list[str] | None = None, question: str = QUESTION) -> EvalCase:
+    return EvalCase(
+        input=question, contexts=[CONTEXT] if contexts is None else contexts, output=output
+    )
+
+
+@pytest.fixture(scope="module")
+def detector() -> LocalFactuality:
+    evaluator = LocalFactuality()
+    evaluator.load()
+    return evaluator
+
+
+def test_ships_small_model_and_loads_fast(detector: LocalFactuality) -> None:
+    directory = local_factuality_dir()
+    sizes = sum(path.stat().st_size for path in directory.iterdir() if path.is_file())
+    assert {"model.onnx", "tokenizer.json", "config.json"} <= {p.name for p in directory.iterdir()}
+    assert sizes < 40 * 1024 * 1024
+    assert isinstance(detector, Evaluator)
+    described = detector.describe()
+    assert described["name"] == "hallucination"
+    assert described["direction"] == "minimize"
+    assert 0.0 < described["threshold"] < 1.0
+
+
+async def test_context_swap_flips_the_label(detector: LocalFactuality) -> None:
+    own = await detector.evaluate(case("Warsaw"))
+    swapped = await detector.evaluate(case("Warsaw", contexts=[OTHER_CONTEXT]))
+    assert own.label == "factual"
+    assert swapped.label == "hallucinated"
+    assert own.annotator_kind == "CODE"
+    assert own.evaluator.startswith("local-factuality")
+    assert set(own.raw["features"]) == {
+        "model_logit",
+        "missing_words",
+        "missing_keys",
+        "anchored_missing_words",
+        "anchored_missing_keys",
+        "paired_missing_keys",
+    }
+
+
+@pytest.mark.parametrize(
+    ("question", "faithful", "edited"),
+    [
+        (QUESTION, "Warsaw", "Paris"),
+        (
+            "What did she win in 1911?",
+            "A Nobel Prize in Chemistry.",
+            "A Nobel Prize in Literature.",
+        ),
+        (QUESTION, FAITHFUL, EDITED),
+    ],
+)
+async def test_a_swapped_name_from_the_same_context_scores_higher(
+    detector: LocalFactuality, question: str, faithful: str, edited: str
+) -> None:
+    good = await detector.evaluate(case(faithful, question=question))
+    bad = await detector.evaluate(case(edited, question=question))
+    assert bad.score > good.score
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="model 0.1.0: a swapped name taken from the same context rarely crosses the "
+    "threshold (minimal-edit balanced accuracy about 0.5)",
+)
+async def test_minimal_edit_flips_the_label(detector: LocalFactuality) -> None:
+    assert (await detector.evaluate(case("Paris"))).label == "hallucinated"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="model 0.1.0: a full-sentence answer copied from the context is often flagged, "
+    "a style HaluEval's short faithful QA answers never show",
+)
+async def test_a_sentence_copied_from_the_context_is_factual(detector: LocalFactuality) -> None:
+    assert (await detector.evaluate(case(FAITHFUL))).label == "factual"
+
+
+async def test_explanation_names_the_unsupported_sentence(detector: LocalFactuality) -> None:
+    bad = "She later became the president of Argentina in 1955."
+    result = await detector.evaluate(
+        case(
+            f"Marie Curie was born in Warsaw in 1867. {bad}", question="Tell me about Marie Curie."
+        )
+    )
+    assert result.label == "hallucinated"
+    assert result.unsupported == [bad]
+    assert bad in result.explanation
+
+
+async def test_no_context_is_an_invalid_case(detector: LocalFactuality) -> None:
+    with pytest.raises(InvalidCaseError):
+        await detector.evaluate(EvalCase(input=QUESTION, contexts=[], output=FAITHFUL))
+    with pytest.raises(InvalidCaseError):
+        detector.evaluate_batch([EvalCase(input=QUESTION, contexts=["  "], output=FAITHFUL)])
+
+
+async def test_concurrent_calls_are_batched_and_match_one_by_one() -> None:
+    detector = LocalFactuality()
+    answers = [
+        FAITHFUL,
+        EDITED,
+        "In 1911 she won a Nobel Prize in Chemistry.",
+        "In 1911 she won a Nobel Prize in Literature.",
+    ]
+    cases = [case(answers[i % len(answers)]) for i in range(64)]
+    alone = [detector.evaluate_batch([c])[0] for c in cases[: len(answers)]]
+    before = dict(detector.stats)
+    together = await asyncio.gather(*(detector.evaluate(c) for c in cases))
+    batches = detector.stats["batches"] - before["batches"]
+    runs = detector.stats["onnx_runs"] - before["onnx_runs"]
+    assert detector.stats["cases"] - before["cases"] == 64
+    assert batches <= 2
+    assert runs < 64 // 4
+    for index, result in enumerate(together):
+        reference = alone[index % len(answers)]
+        # int8 activations are quantised per batch, so scores may move a little.
+        assert result.score == pytest.approx(reference.score, abs=0.05)
+        assert result.label == reference.label
+
+
+async def test_event_loop_stays_responsive_while_the_model_runs(detector: LocalFactuality) -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await asyncio.gather(*(detector.evaluate(case(FAITHFUL)) for _ in range(48)))
+    task.cancel()
+    assert ticks > 0
+
+
+async def test_long_context_and_long_answer_are_read_whole(detector: LocalFactuality) -> None:
+    filler = [
+        f"On day {i} the council of district {i % 37} discussed road repairs and school meals."
+        for i in range(1, 340)
+    ]
+    needle = "The lighthouse at Kessel Point was finished in 1874 by engineer Ada Lindqvist."
+    context = " ".join([*filler, needle])
+    assert len(context.split()) > 4500
+    answer_sentences = [filler[i] for i in range(0, 330, 11)]
+    faithful = " ".join([*answer_sentences, needle])
+    edited = " ".join([*answer_sentences, needle.replace("Ada Lindqvist", "Henrik Olsen")])
+    question = "Summarise the records."
+    good, bad = detector.evaluate_batch(
+        [
+            EvalCase(input=question, contexts=[context], output=faithful),
+            EvalCase(input=question, contexts=[context], output=edited),
+        ]
+    )
+    assert len(good.raw["sentence_scores"]) == len(answer_sentences) + 1
+    assert good.raw["sequences"] > 10  # many windows x answer groups, nothing dropped
+    # The only evidence for the last sentence is the last sentence of a 5000-word context:
+    # the swapped name there is the edited answer's worst sentence.
+    assert good.raw["sentence_scores"][-1] < bad.raw["sentence_scores"][-1]
+    assert max(bad.raw["sentence_scores"]) == bad.raw["sentence_scores"][-1]
+    assert bad.score > good.score
