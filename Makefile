@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean
+.PHONY: setup setup-dev demo test lint bench clean e2e
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,27 @@ test: lint
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
+# End to end against real backends (Phoenix, MLflow) and a real browser, each installed
+# in its own virtual environment under .e2e/, never in .venv; chromium comes from apt.
+E2E := .e2e
+E2E_ENVS := $(E2E)/phoenix/.installed $(E2E)/mlflow/.installed $(E2E)/browser/.installed
+
+$(E2E)/%/.installed: e2e/requirements-%.txt
+	rm -rf $(E2E)/$*
+	$(PYTHON) -m venv $(E2E)/$*
+	$(E2E)/$*/bin/pip install -q -r $<
+	touch $@
+
+# Prints how long a step took: $(call timed,what,command)
+timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
+
+e2e: setup
+	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		chromium fonts-liberation >/dev/null; })
+	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
+	$(BIN)/python -m e2e.phoenix_check
+	$(BIN)/python -m e2e.mlflow_check
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache .hypothesis

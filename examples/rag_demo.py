@@ -8,6 +8,9 @@ the LLM spans, are printed at the end.
 
     python examples/rag_demo.py                      # offline, prints the traces
     python examples/rag_demo.py --endpoint http://127.0.0.1:6006   # also send via OTLP
+    python examples/rag_demo.py --endpoint http://127.0.0.1:6006 --phoenix http://127.0.0.1:6006
+    python examples/rag_demo.py --endpoint http://127.0.0.1:5000 \
+        --header x-mlflow-experiment-id=1 --mlflow http://127.0.0.1:5000
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracefact
+from tracefact.sinks import MLflowAssessments, PhoenixAnnotations, ResultSink
 
 CORPUS = [
     "The Eiffel Tower was completed in 1889 and is 330 metres tall.",
@@ -158,6 +162,15 @@ def print_summary(spans: Sequence[ReadableSpan]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--endpoint", help="also export the spans to this OTLP/HTTP endpoint")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an OTLP request header, e.g. x-mlflow-experiment-id=1 (repeatable)",
+    )
+    parser.add_argument("--phoenix", metavar="URL", help="also post results as Phoenix annotations")
+    parser.add_argument("--mlflow", metavar="URL", help="also log results as MLflow assessments")
     parser.add_argument("--hallucination-rate", type=float, default=0.35)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
@@ -166,8 +179,20 @@ def main(argv: list[str] | None = None) -> None:
     exporters: list[str | SpanExporter] = [shown]
     if args.endpoint:
         exporters.append("otlp")
+    headers = dict(header.split("=", 1) for header in args.header)
+    sinks: list[ResultSink] = []
+    if args.phoenix:
+        sinks.append(PhoenixAnnotations(args.phoenix))
+    if args.mlflow:
+        sinks.append(MLflowAssessments(args.mlflow))
     # No evaluator given: tracefact's offline default judges every answer.
-    tracefact.configure(service_name="rag-demo", exporter=exporters, endpoint=args.endpoint)
+    tracefact.configure(
+        service_name="rag-demo",
+        exporter=exporters,
+        endpoint=args.endpoint,
+        headers=headers or None,
+        sinks=sinks,
+    )
     llm = FakeLLM(args.hallucination_rate, args.seed)
     for question in QUESTIONS:
         answer_question(llm, question)
