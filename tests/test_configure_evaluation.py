@@ -19,6 +19,7 @@ def test_default_evaluator_judges_llm_spans(spans: Spans) -> None:
     attributes = spans.one("answer").attributes
     assert attributes["tracefact.eval.status"] == "ok"
     assert attributes["tracefact.eval.hallucination.label"] == "factual"
+    assert str(attributes["tracefact.eval.hallucination.evaluator"]).startswith("local-factuality")
 
 
 def test_empty_evaluator_list_only_traces(spans: Spans) -> None:

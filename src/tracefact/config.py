@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     # --- evaluation ---------------------------------------------------------------------
     evaluators: str | None = Field(
         default=None,
-        description="comma-separated evaluator specs (lexical, ...); default: the offline one",
+        description="comma-separated evaluator specs: local (the default), lexical, judge:MODEL…",
     )
     sample_rate: float = Field(
         default=1.0, ge=0.0, le=1.0, description="share of traces evaluated (by trace id)"

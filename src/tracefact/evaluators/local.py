@@ -259,8 +259,6 @@ class _Runtime:
         )
         self._np = np
         self._lock = threading.Lock()
-        self.onnx_runs = 0
-        self.sequences = 0
         self.load_seconds = time.perf_counter() - started
 
     def unit_logits(self, windows: list[Window]) -> list[list[float]]:
@@ -285,8 +283,6 @@ class _Runtime:
                     None,
                     {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
                 )
-                self.onnx_runs += 1
-                self.sequences += len(chunk)
             for row, index in enumerate(chunk):
                 results[index] = self._pool(windows[index], token_logits[row], cls_logits[row])
         return results
@@ -483,12 +479,11 @@ class LocalFactuality:
             for case in cases
         ]
         windows = [window for plan in plans for window in plan.windows]
-        runs_before, sequences_before = runtime.onnx_runs, runtime.sequences
         logits = runtime.unit_logits(windows) if windows else []
         self.stats["batches"] += 1
         self.stats["cases"] += len(cases)
-        self.stats["onnx_runs"] += runtime.onnx_runs - runs_before
-        self.stats["sequences"] += runtime.sequences - sequences_before
+        self.stats["onnx_runs"] += math.ceil(len(windows) / config.batch_size)
+        self.stats["sequences"] += len(windows)
         evidence: list[SentenceEvidence] = []
         offset = 0
         for case, plan in zip(cases, plans, strict=True):
@@ -521,6 +516,7 @@ class LocalFactuality:
                 explanation="The answer is empty: nothing to check.",
                 evaluator=evaluator,
                 latency_ms=elapsed_ms,
+                cost_usd=0.0,
                 raw={"sentences": 0, "threshold": threshold},
             )
         sentence_scores = [
@@ -555,6 +551,7 @@ class LocalFactuality:
             unsupported=unsupported,
             evaluator=evaluator,
             latency_ms=elapsed_ms,
+            cost_usd=0.0,
             annotator_kind="CODE",
             raw={
                 "p_hallucinated": score,

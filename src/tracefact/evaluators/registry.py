@@ -71,8 +71,8 @@ _FACTORIES: dict[str, Factory] = {
 
 
 def default_evaluators() -> list[Evaluator]:
-    """The offline default: no key, no network."""
-    return [from_spec("lexical")]
+    """The offline default: the embedded local model, no key, no network."""
+    return [from_spec("local")]
 
 
 def from_spec(spec: str, api_base: str | None = None) -> Evaluator:
