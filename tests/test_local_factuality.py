@@ -118,6 +118,14 @@ async def test_explanation_names_the_unsupported_sentence(detector: LocalFactual
     assert bad in result.explanation
 
 
+async def test_an_oversized_case_is_refused_with_a_clear_error() -> None:
+    detector = LocalFactuality(max_case_chars=1_000)
+    with pytest.raises(InvalidCaseError, match="max_case_chars=1,000"):
+        await detector.evaluate(case(FAITHFUL, contexts=[CONTEXT * 4]))
+    assert detector.stats["cases"] == 0  # refused before the model ran
+    assert (await detector.evaluate(case("Warsaw"))).label == "factual"
+
+
 async def test_no_context_is_an_invalid_case(detector: LocalFactuality) -> None:
     with pytest.raises(InvalidCaseError):
         await detector.evaluate(EvalCase(input=QUESTION, contexts=[], output=FAITHFUL))

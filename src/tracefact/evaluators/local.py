@@ -397,7 +397,9 @@ class LocalFactuality:
     calls are grouped (micro-batching): calls made in the same event-loop iteration, and
     while the model is busy those arriving within ``max_wait_ms``, up to
     ``max_batch_cases``, run as one `evaluate_batch` in a worker thread. ``stats`` counts
-    the batches, cases, ONNX runs and sequences of this instance.
+    the batches, cases, ONNX runs and sequences of this instance. Cases longer than
+    ``max_case_chars`` (answer plus contexts; about 200 model runs at the default) are
+    refused with `InvalidCaseError` rather than read for seconds.
     """
 
     def __init__(
@@ -407,11 +409,13 @@ class LocalFactuality:
         model_path: str | Path | None = None,
         max_batch_cases: int = 64,
         max_wait_ms: float = 5.0,
+        max_case_chars: int = 200_000,
     ) -> None:
         if threshold is not None and not 0.0 < threshold < 1.0:
             raise ValueError(f"threshold must be within (0, 1), got {threshold}")
-        if max_batch_cases < 1 or max_wait_ms < 0:
-            raise ValueError("max_batch_cases must be >= 1 and max_wait_ms >= 0")
+        if max_batch_cases < 1 or max_wait_ms < 0 or max_case_chars < 1:
+            raise ValueError("max_batch_cases and max_case_chars must be >= 1 and max_wait_ms >= 0")
+        self.max_case_chars = max_case_chars
         self.name = name
         self.model_path = Path(model_path) if model_path is not None else model_dir()
         self._threshold = threshold
@@ -458,10 +462,17 @@ class LocalFactuality:
             batcher = self._batchers[loop] = _Batcher(self, loop)
         return await batcher.submit(case)
 
-    @staticmethod
-    def _check(case: EvalCase) -> None:
+    def _check(self, case: EvalCase) -> None:
         if not any(context.strip() for context in case.contexts):
             raise InvalidCaseError("LocalFactuality needs at least one non-empty context")
+        size = len(case.output) + sum(len(context) for context in case.contexts)
+        if size > self.max_case_chars:
+            # Every character is read (nothing is cut silently), so cost grows with size:
+            # refuse clearly rather than hold a CPU for minutes.
+            raise InvalidCaseError(
+                f"answer and contexts are {size:,} characters, over max_case_chars="
+                f"{self.max_case_chars:,}; raise the limit or pass fewer contexts"
+            )
 
     def sentence_evidence(self, cases: Sequence[EvalCase]) -> list[SentenceEvidence]:
         """Each case's answer sentences with their feature rows (`_alignment.FEATURES`).
