@@ -1,8 +1,9 @@
 """A real JSON-over-HTTP server on 127.0.0.1 whose routes are plain functions.
 
-Fakes of backend APIs (Phoenix, MLflow) are a few route functions on top of it. Tests
-can push scripted replies (`Scripted`) in front of the routes: 5xx, rate limits with
-Retry-After, slow replies.
+Fakes of backend APIs (Phoenix, MLflow, OpenAI, Vectara) are a few route functions on
+top of it. Tests can push scripted replies (`Scripted`) in front of the routes: 5xx,
+rate limits with Retry-After, slow replies. `local_server` is the bare lifecycle, for
+fakes that do not speak JSON (OTLP).
 """
 
 from __future__ import annotations
@@ -31,15 +32,44 @@ class Request:
 
 @dataclass
 class Scripted:
-    """A reply served before any route runs."""
+    """A reply served before any route runs.
 
-    status: int
+    With no `status` the routes answer as usual, after `delay` and with `headers` added.
+    Routes may return one too, for replies with headers or a delay.
+    """
+
+    status: int | None = None
     body: Any = field(default_factory=lambda: {"error": "scripted"})
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
 
 
-Route = Callable[[Request], tuple[int, Any]]
+Route = Callable[[Request], tuple[int, Any] | Scripted]
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def base_url(server: ThreadingHTTPServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}"
+
+
+@contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """`handler` served on a free port of 127.0.0.1 until the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    server.block_on_close = False  # a reply parked in a delay does not hold up the close
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class JSONAPI:
@@ -53,32 +83,39 @@ class JSONAPI:
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return base_url(self.server)
 
     def route(self, method: str, pattern: str, handler: Route) -> None:
         self.routes.append((method, re.compile(pattern), handler))
 
-    def answer(self, request: Request) -> tuple[int, Any, dict[str, str], float]:
+    def answer(self, request: Request) -> Scripted:
         with self.lock:
             self.requests.append(request)
-            scripted = self.script.pop(0) if self.script else None
-        if scripted is not None:
-            return scripted.status, scripted.body, scripted.headers, scripted.delay
+            scripted = self.script.pop(0) if self.script else Scripted()
+        if scripted.status is not None:
+            return scripted
+        routed = self.routed(request)
+        return replace(
+            routed,
+            headers={**routed.headers, **scripted.headers},
+            delay=routed.delay + scripted.delay,
+        )
+
+    def routed(self, request: Request) -> Scripted:
         for method, pattern, handler in self.routes:
             match = pattern.fullmatch(request.path)
             if method == request.method and match:
                 with self.lock:
-                    status, body = handler(replace(request, params=match.groupdict()))
-                return status, body, {}, 0.0
-        return 404, {"error": f"no route for {request.method} {request.path}"}, {}, 0.0
+                    reply = handler(replace(request, params=match.groupdict()))
+                return reply if isinstance(reply, Scripted) else Scripted(*reply)
+        return Scripted(404, {"error": f"no route for {request.method} {request.path}"})
 
 
 @contextmanager
 def json_api() -> Iterator[JSONAPI]:
     api: JSONAPI
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             self.handle_any()
 
@@ -99,28 +136,23 @@ def json_api() -> Iterator[JSONAPI]:
                 {k.lower(): v for k, v in self.headers.items()},
                 body,
             )
-            status, payload, headers, delay = api.answer(request)
-            if delay and api.closing.wait(delay):
+            reply = api.answer(request)
+            if reply.delay and api.closing.wait(reply.delay):
                 return
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            data = json.dumps(reply.body).encode()
+            try:
+                self.send_response(reply.status or 200)
+                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeouts)
+                pass
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    api = JSONAPI(server)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield api
-    finally:
-        api.closing.set()
-        server.shutdown()
-        server.server_close()
+    with local_server(Handler) as server:
+        api = JSONAPI(server)
+        try:
+            yield api
+        finally:
+            api.closing.set()  # wakes replies parked in a delay

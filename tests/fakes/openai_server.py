@@ -8,17 +8,17 @@ are kept for inspection. litellm talks to it as model ``openai/fake``.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.json_api import JSONAPI, Request, Scripted, json_api
 
 MODEL = "openai/fake"
 API_KEY = "sk-test"
+PATH = "/v1/chat/completions"
 
 
 @dataclass
@@ -32,18 +32,20 @@ class Canned:
 
 
 class FakeOpenAI:
-    def __init__(self, server: ThreadingHTTPServer) -> None:
-        self.server = server
+    def __init__(self, api: JSONAPI) -> None:
+        self.api = api
         self.replies: list[Canned] = [Canned()]
         self.responder: Callable[[dict[str, Any]], Canned] | None = None
-        self.requests: list[dict[str, Any]] = []
-        self.closing = threading.Event()
-        self._lock = threading.Lock()
+        api.route("POST", PATH, self.complete)
 
     @property
     def api_base(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.api.base_url}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Bodies of the chat completion requests, in order."""
+        return [r.body for r in self.api.requests if r.path == PATH]
 
     def options(self, **extra: Any) -> dict[str, Any]:
         """litellm keyword arguments that reach this server."""
@@ -53,12 +55,16 @@ class FakeOpenAI:
         """Queue replies in order; the last one repeats."""
         self.replies = [r if isinstance(r, Canned) else Canned(content=r) for r in replies]
 
-    def next_reply(self, body: dict[str, Any]) -> Canned:
-        with self._lock:
-            self.requests.append(body)
-            if self.responder is not None:
-                return self.responder(body)
-            return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+    def complete(self, request: Request) -> Scripted:
+        if self.responder is not None:
+            canned = self.responder(request.body)
+        else:
+            canned = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        if canned.status == 200:
+            payload = _completion(canned.content, request.body.get("model", "fake"))
+        else:
+            payload = {"error": {"message": canned.content, "type": "fake", "code": None}}
+        return Scripted(canned.status, payload, canned.headers, canned.delay)
 
     def prompt(self, index: int = -1) -> list[dict[str, str]]:
         messages: list[dict[str, str]] = self.requests[index]["messages"]
@@ -84,46 +90,5 @@ def _completion(content: str, model: str) -> dict[str, Any]:
 
 @contextmanager
 def fake_openai() -> Iterator[FakeOpenAI]:
-    fake: FakeOpenAI
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-            if self.path != "/v1/chat/completions":
-                self.send_response(404)
-                self.end_headers()
-                return
-            canned = fake.next_reply(body)
-            if canned.delay and fake.closing.wait(canned.delay):
-                return
-            if canned.status == 200:
-                payload = _completion(canned.content, body.get("model", "fake"))
-            else:
-                payload = {"error": {"message": canned.content, "type": "fake", "code": None}}
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(canned.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in canned.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeouts)
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    fake = FakeOpenAI(server)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.closing.set()
-        server.shutdown()
-        server.server_close()
+    with json_api() as api:
+        yield FakeOpenAI(api)

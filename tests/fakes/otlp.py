@@ -6,12 +6,14 @@ import gzip
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.fakes.json_api import QuietHandler, base_url, local_server
 
 
 class OTLPReceiver:
@@ -25,8 +27,7 @@ class OTLPReceiver:
 
     @property
     def endpoint(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return base_url(self.server)
 
     def spans(self) -> list[tuple[dict[str, str], object]]:
         """(resource attributes, span) for every received span."""
@@ -47,7 +48,7 @@ class OTLPReceiver:
 def otlp_receiver() -> Iterator[OTLPReceiver]:
     receiver: OTLPReceiver
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("Content-Encoding") == "gzip":
@@ -68,15 +69,6 @@ def otlp_receiver() -> Iterator[OTLPReceiver]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    receiver = OTLPReceiver(server)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_server(Handler) as server:
+        receiver = OTLPReceiver(server)
         yield receiver
-    finally:
-        server.shutdown()
-        server.server_close()

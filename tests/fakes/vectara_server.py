@@ -7,43 +7,50 @@ scripted replies (`Scripted`) in front of it: rate limits, 5xx, slow replies.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes import json_api
 
 API_KEY = "vectara-test-key"
 LANGUAGES = frozenset({"eng", "fra", "deu"})
 
 
 @dataclass
-class Scripted:
+class Scripted(json_api.Scripted):
     """A reply served before the contract logic runs (None status: the contract answers)."""
 
-    status: int | None = None
-    body: dict[str, Any] = field(default_factory=lambda: {"messages": ["scripted"]})
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = field(default_factory=lambda: {"messages": ["scripted"]})
 
 
 class FakeVectara:
-    def __init__(self, server: ThreadingHTTPServer) -> None:
-        self.server = server
-        self.script: list[Scripted] = []
-        self.requests: list[tuple[dict[str, str], Any]] = []
-        self.closing = threading.Event()
+    def __init__(self, api: json_api.JSONAPI) -> None:
+        self.api = api
+        api.route("POST", "/v2/evaluate_factual_consistency", self.evaluate)
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.api.base_url
 
-    def answer(self, headers: dict[str, str], body: Any) -> tuple[int, dict[str, Any]]:
-        if headers.get("x-api-key") != API_KEY:
+    @property
+    def script(self) -> list[json_api.Scripted]:
+        return self.api.script
+
+    @script.setter
+    def script(self, replies: list[json_api.Scripted]) -> None:
+        self.api.script = list(replies)
+
+    @property
+    def requests(self) -> list[tuple[dict[str, str], Any]]:
+        """(lower-cased headers, body) of every request, in order."""
+        return [(r.headers, r.body) for r in self.api.requests]
+
+    def evaluate(self, request: json_api.Request) -> tuple[int, Any]:
+        body = request.body
+        if request.headers.get("x-api-key") != API_KEY:
             return 403, {"messages": ["Unauthorized: bad API key"]}
         if (
             not isinstance(body, dict)
@@ -61,49 +68,5 @@ class FakeVectara:
 
 @contextmanager
 def fake_vectara() -> Iterator[FakeVectara]:
-    fake: FakeVectara
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = None
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            fake.requests.append((headers, body))
-            scripted = fake.script.pop(0) if fake.script else Scripted()
-            if scripted.delay and fake.closing.wait(scripted.delay):
-                return
-            if self.path != "/v2/evaluate_factual_consistency":
-                status, payload = 404, {"messages": ["not found"]}
-            elif scripted.status is not None:
-                status, payload = scripted.status, scripted.body
-            else:
-                status, payload = fake.answer(headers, body)
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in scripted.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    fake = FakeVectara(server)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        yield fake
-    finally:
-        fake.closing.set()
-        server.shutdown()
-        server.server_close()
+    with json_api.json_api() as api:
+        yield FakeVectara(api)
