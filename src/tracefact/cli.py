@@ -174,7 +174,7 @@ async def _evaluate_all(
                 "explanation": result.explanation if result else None,
                 "evaluator": result.evaluator if result else None,
                 "latency_ms": round(outcome.latency_ms, 1),
-                "cost_usd": result.cost_usd if result else None,
+                "cost_usd": outcome.cost_usd,
                 "hallucinated": record["hallucinated"],
             }
             out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -29,6 +29,7 @@ from tracefact.evaluators.judges import (
     LLMJudge,
     _Verdict,
 )
+from tracefact.pipeline.run import RetryPolicy, run_evaluator
 
 EIFFEL = EvalCase(
     input="When was the Eiffel Tower completed?",
@@ -64,6 +65,16 @@ async def test_mock_response_hallucinated_verdict_with_cost() -> None:
     assert result.raw["reasons"] == ["1899 is not in the context"]
     assert result.cost_usd is not None and result.cost_usd > 0
     assert result.evaluator == "llm-judge(gpt-4o-mini)"
+
+
+async def test_a_malformed_reply_is_an_error_that_still_counts_its_cost() -> None:
+    judge = LLMJudge(model="gpt-4o-mini", mock_response="I think it is probably fine.")
+    with pytest.raises(BadReplyError) as caught:
+        await judge.evaluate(EIFFEL)
+    assert caught.value.cost_usd is not None and caught.value.cost_usd > 0
+    outcome = await run_evaluator(judge, EIFFEL, RetryPolicy(max_retries=2))
+    assert (outcome.status, outcome.result) == ("error", None)
+    assert outcome.cost_usd == caught.value.cost_usd  # paid once: a bad reply is not retried
 
 
 async def test_reasoning_models_that_refuse_temperature_zero_still_work() -> None:

@@ -87,14 +87,20 @@ async def ask_json(
         raise _map_error(litellm, exc) from exc
     finally:
         otel_context.detach(token)
-    text = _reply_text(response)
+    cost = _cost(litellm, response)
+    try:
+        text = _reply_text(response)
+        value = parse_reply(text, schema)
+    except BadReplyError as exc:
+        exc.cost_usd = cost  # a reply in the wrong format is still paid for
+        raise
     usage = getattr(response, "usage", None)
     return JudgeReply(
-        value=parse_reply(text, schema),
+        value=value,
         text=text,
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
-        cost_usd=_cost(litellm, response),
+        cost_usd=cost,
     )
 
 

@@ -60,6 +60,8 @@ class EvaluationError(Exception):
 
     transient: bool = False
     """True when trying again later may succeed (rate limits, 5xx, lost connections)."""
+    cost_usd: float | None = None
+    """What the failed attempt still cost (a paid judge reply in the wrong format)."""
 
 
 class InvalidCaseError(EvaluationError):
@@ -69,9 +71,10 @@ class InvalidCaseError(EvaluationError):
 class BadReplyError(EvaluationError):
     """The evaluator answered, but not in the expected format. Never turned into a guess."""
 
-    def __init__(self, message: str, reply: str = "") -> None:
+    def __init__(self, message: str, reply: str = "", cost_usd: float | None = None) -> None:
         super().__init__(message)
         self.reply = reply
+        self.cost_usd = cost_usd
 
 
 class ProviderError(EvaluationError):

@@ -284,6 +284,7 @@ class ContextVerdictJudge(_Judge):
             raise BadReplyError(
                 f"judge gave {len(verdicts)} verdicts for {len(case.contexts)} contexts",
                 reply=reply.text,
+                cost_usd=reply.cost_usd,
             )
         contradicted = [
             v.reason or f"context {i}" for i, v in enumerate(verdicts, 1) if v.verdict == "no"

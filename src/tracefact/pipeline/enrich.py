@@ -35,6 +35,12 @@ class Outcome:
     result: EvalResult | None = None
     error: str | None = None
     latency_ms: float = 0.0
+    spent_usd: float | None = None
+    """What a failed evaluation still cost; a result carries its own cost."""
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.result.cost_usd if self.result is not None else self.spent_usd
 
 
 def overall_status(outcomes: Sequence[Outcome]) -> str:
@@ -53,7 +59,7 @@ def outcome_attributes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         semconv.EVAL_STATUS: overall_status(outcomes),
         semconv.EVAL_LATENCY_MS: max((o.latency_ms for o in outcomes), default=0.0),
     }
-    costs = [o.result.cost_usd for o in outcomes if o.result and o.result.cost_usd is not None]
+    costs = [o.cost_usd for o in outcomes if o.cost_usd is not None]
     if costs:
         attributes[semconv.EVAL_COST_USD] = sum(costs)
     errors = [f"{o.evaluator}: {o.error}" for o in outcomes if o.error]

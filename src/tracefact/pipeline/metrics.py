@@ -83,7 +83,7 @@ class PipelineMetrics:
         if result is not None:
             attributes["label"] = result.label
             self._score.record(result.score, {"evaluator": outcome.evaluator})
-            if result.cost_usd:
-                self._cost.add(result.cost_usd, {"evaluator": outcome.evaluator})
+        if outcome.cost_usd:
+            self._cost.add(outcome.cost_usd, {"evaluator": outcome.evaluator})
         self._evaluations.add(1, attributes)
         self._duration.record(outcome.latency_ms, {"evaluator": outcome.evaluator})

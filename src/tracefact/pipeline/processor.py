@@ -233,8 +233,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 job.timer.cancel()
         for outcome in outcomes:
             self._metrics.evaluated(outcome)
-            if outcome.result is not None and outcome.result.cost_usd:
-                self.sampler.record_cost(outcome.result.cost_usd)
+            if outcome.cost_usd:
+                self.sampler.record_cost(outcome.cost_usd)
         attributes = outcome_attributes(outcomes)
         events = outcome_events(outcomes, time.time_ns())
         results = [o.result for o in outcomes if o.result is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracefact import semconv
 from tracefact.evaluators.base import (
@@ -73,5 +73,6 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
     except (asyncio.TimeoutError, EvaluationTimeout):
         return outcome(semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s")
     except Exception as exc:
-        return outcome(semconv.STATUS_ERROR, error=f"{type(exc).__name__}: {exc}")
+        failed = outcome(semconv.STATUS_ERROR, error=f"{type(exc).__name__}: {exc}")
+        return replace(failed, spent_usd=getattr(exc, "cost_usd", None))
     return outcome(semconv.STATUS_OK, result=result)
