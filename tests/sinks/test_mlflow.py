@@ -36,7 +36,8 @@ def test_each_result_becomes_feedback_on_its_trace_and_span(sink_counts: SinkCou
 def test_a_result_waits_for_its_trace_to_arrive() -> None:
     late = evaluated("factual")
     with fake_mlflow() as mlflow:
-        sink = MLflowAssessments(mlflow.base_url, **FAST)
+        # Enough retries to outlast the arrival however slowly this machine runs.
+        sink = MLflowAssessments(mlflow.base_url, max_retries=100, **FAST)
         sink.submit(late)
         arrival = threading.Timer(0.2, mlflow.traces.add, [f"tr-{late.trace_id}"])
         arrival.start()
