@@ -192,7 +192,29 @@ class LLMJudge(_Judge):
         )
 
 
-class ClaimJudge(_Judge):
+class _ScoreJudge(_Judge):
+    """A judge whose score is a share (of statements, of contexts): hallucinated above
+    ``threshold``."""
+
+    def __init__(
+        self,
+        model: str,
+        name: str,
+        examples: Sequence[JudgeExample] | None,
+        timeout: float,
+        litellm_kwargs: dict[str, Any],
+        threshold: float,
+    ) -> None:
+        if not 0.0 <= threshold < 1.0:
+            raise ValueError(f"threshold must be within [0, 1), got {threshold}")
+        super().__init__(model, name, examples, timeout, litellm_kwargs)
+        self.threshold = threshold
+
+    def _settings(self) -> dict[str, Any]:
+        return {"threshold": self.threshold}
+
+
+class ClaimJudge(_ScoreJudge):
     """Splits the answer into statements and checks each against the contexts (Haystack
     faithfulness). Score = share of unsupported statements; they are listed in
     `unsupported`, and `raw` keeps `statements` and `statement_scores` (1 = supported).
@@ -209,13 +231,7 @@ class ClaimJudge(_Judge):
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         **litellm_kwargs: Any,
     ) -> None:
-        if not 0.0 <= threshold < 1.0:
-            raise ValueError(f"threshold must be within [0, 1), got {threshold}")
-        super().__init__(model, name, examples, timeout, litellm_kwargs)
-        self.threshold = threshold
-
-    def _settings(self) -> dict[str, Any]:
-        return {"threshold": self.threshold}
+        super().__init__(model, name, examples, timeout, litellm_kwargs, threshold)
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
@@ -250,7 +266,7 @@ class ClaimJudge(_Judge):
         )
 
 
-class ContextVerdictJudge(_Judge):
+class ContextVerdictJudge(_ScoreJudge):
     """A yes (agrees) / no (contradicts) verdict per context item (DeepEval hallucination).
 
     Score = contradicted contexts / contexts; hallucinated when score > threshold, so
@@ -268,13 +284,7 @@ class ContextVerdictJudge(_Judge):
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         **litellm_kwargs: Any,
     ) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be within [0, 1], got {threshold}")
-        super().__init__(model, name, examples, timeout, litellm_kwargs)
-        self.threshold = threshold
-
-    def _settings(self) -> dict[str, Any]:
-        return {"threshold": self.threshold}
+        super().__init__(model, name, examples, timeout, litellm_kwargs, threshold)
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
