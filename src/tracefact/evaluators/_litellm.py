@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
+from tracefact._http import retry_after_seconds
 from tracefact.evaluators.base import (
     BadReplyError,
     EvaluationTimeout,
@@ -204,11 +205,7 @@ def _retry_after(exc: Exception) -> float | None:
     headers = getattr(exc, "litellm_response_headers", None) or getattr(
         getattr(exc, "response", None), "headers", None
     )
-    value = headers.get("retry-after") if headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:  # an HTTP date: let the pipeline's own backoff decide
-        return None
+    return retry_after_seconds(headers)
 
 
 def _preview(text: str, limit: int = 200) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from tracefact._http import retry_after_seconds
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
@@ -198,7 +199,10 @@ def _status_error(response: httpx.Response, language: str) -> ProviderError:
     status = response.status_code
     detail = response.text[:300]
     if status == 429:
-        return RateLimitError(f"Vectara rate limit (429): {detail}", retry_after=_seconds(response))
+        return RateLimitError(
+            f"Vectara rate limit (429): {detail}",
+            retry_after=retry_after_seconds(response.headers),
+        )
     if status >= 500:
         return ProviderError(f"Vectara server error ({status}): {detail}", status, transient=True)
     cause = {
@@ -209,10 +213,3 @@ def _status_error(response: httpx.Response, language: str) -> ProviderError:
         422: f"Vectara does not support language {language!r} (422)",
     }.get(status, f"Vectara answered HTTP {status}")
     return ProviderError(f"{cause}: {detail}", status, transient=False)
-
-
-def _seconds(response: httpx.Response) -> float | None:
-    try:
-        return max(0.0, float(response.headers["retry-after"]))
-    except (KeyError, ValueError):
-        return None

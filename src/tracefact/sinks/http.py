@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import httpx
 from opentelemetry.metrics import MeterProvider
 
+from tracefact._http import retry_after_seconds
 from tracefact.sinks.base import EvaluatedSpan
 from tracefact.sinks.metrics import SinkMetrics, SinkOutcome
 
@@ -230,7 +231,7 @@ class HTTPSink(ABC):
         elif response.status_code in TRANSIENT_STATUSES or (
             response.status_code == 404 and self.retry_not_found
         ):
-            self._retry_or_fail(unit, _describe(response), _retry_after(response))
+            self._retry_or_fail(unit, _describe(response), retry_after_seconds(response.headers))
         else:
             self._fail(unit, _describe(response))
 
@@ -263,11 +264,3 @@ class HTTPSink(ABC):
 
 def _describe(response: httpx.Response) -> str:
     return f"HTTP {response.status_code} from {response.request.url}: {response.text[:200]}"
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a numeric Retry-After header; dates and garbage are ignored."""
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
