@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracefact.evaluators.lexical import content_words
+from tracefact.evaluators.lexical import content_words, plain_sentences
 
 FEATURES = (
     "model_logit",
@@ -29,7 +29,6 @@ FEATURES = (
 """Names of the per-sentence features, in the order of `sentence_features` rows."""
 
 _KEY = re.compile(r"\b(?:\d[\d,.]*\d|\d)\b|\b[A-Z][\w'\-]*")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _QUESTION_WORDS = 24
 """Only the end of a long question or dialogue history anchors the answer."""
 
@@ -64,14 +63,14 @@ class _Evidence:
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> _Evidence:
-        sentences = [s for c in contexts for s in _SENTENCE.split(c) if s.strip()]
+        sentences = [s for context in contexts for s in plain_sentences(context)]
         words = [set(content_words(s)) for s in sentences]
         keys = [
             {_key(k) for k in _KEY.findall(s)} | w for s, w in zip(sentences, words, strict=True)
         ]
         frequency: Counter[str] = Counter(w for ws in words for w in ws)
         idf = {w: math.log(1.0 + len(sentences) / n) for w, n in frequency.items()}
-        all_words = set().union(*words) if words else set()
+        all_words: set[str] = set().union(*words)
         all_text = " ".join(contexts).lower().replace(",", "")
         return cls(sentences, words, keys, all_words, all_text, idf)
 

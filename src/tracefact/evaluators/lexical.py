@@ -34,6 +34,11 @@ _STOPWORDS = frozenset(
 )
 
 
+def plain_sentences(text: str) -> list[str]:
+    """Sentences cut after '.', '!' or '?' followed by white space, and at line breaks."""
+    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
+
+
 def content_words(text: str) -> list[str]:
     """Lower-cased words minus stopwords, with a light plural strip so 'prizes' ~ 'prize'."""
     words = []
@@ -78,7 +83,7 @@ class LexicalOverlap:
             known.update(content_words(context))
         missing = total = 0
         unsupported: list[str] = []
-        for sentence in filter(None, (s.strip() for s in _SENTENCE.split(case.output))):
+        for sentence in plain_sentences(case.output):
             words = content_words(sentence)
             absent = [w for w in words if w not in known]
             missing += len(absent)

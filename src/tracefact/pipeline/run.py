@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tracefact import semconv
 from tracefact.evaluators.base import (
@@ -50,8 +50,14 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
     name = evaluator.name
     started = time.perf_counter()
 
-    def outcome(status: str, result: EvalResult | None = None, error: str | None = None) -> Outcome:
-        return Outcome(name, status, result, error, (time.perf_counter() - started) * 1000)
+    def outcome(
+        status: str,
+        result: EvalResult | None = None,
+        error: str | None = None,
+        spent_usd: float | None = None,
+    ) -> Outcome:
+        latency_ms = (time.perf_counter() - started) * 1000
+        return Outcome(name, status, result, error, latency_ms, spent_usd)
 
     async def attempts() -> EvalResult:
         attempt = 0
@@ -73,6 +79,6 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
     except (asyncio.TimeoutError, EvaluationTimeout):
         return outcome(semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s")
     except Exception as exc:
-        failed = outcome(semconv.STATUS_ERROR, error=f"{type(exc).__name__}: {exc}")
-        return replace(failed, spent_usd=getattr(exc, "cost_usd", None))
+        error = f"{type(exc).__name__}: {exc}"
+        return outcome(semconv.STATUS_ERROR, error=error, spent_usd=getattr(exc, "cost_usd", None))
     return outcome(semconv.STATUS_OK, result=result)
