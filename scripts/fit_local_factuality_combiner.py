@@ -46,15 +46,15 @@ TUNE_ITEMS = 150  # the training script's held-out head
 Example = tuple[str, EvalCase, int]
 
 
-def training_items(data: Path, task: str, count: int) -> list[dict[str, Any]]:
-    """The last ``count`` items of the training script's shuffle of the train file."""
+def training_items(data: Path, counts: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
+    """Per task, the last ``counts[task]`` items of the training script's shuffle."""
     rng = random.Random(TRAIN_SEED)
-    shuffled: dict[str, list[dict[str, Any]]] = {}
-    for name in lfc.TASKS:  # same order of shuffles as the training script
-        task_items = lfc.load_items(data, name, "train")
+    tails: dict[str, list[dict[str, Any]]] = {}
+    for task in lfc.TASKS:  # same order of shuffles as the training script
+        task_items = lfc.load_items(data, task, "train")
         rng.shuffle(task_items)
-        shuffled[name] = task_items[TUNE_ITEMS:]
-    return shuffled[task][-count:]
+        tails[task] = task_items[TUNE_ITEMS:][-counts[task] :]
+    return tails
 
 
 def case(item: dict[str, Any], output: str, contexts: list[str] | None = None) -> EvalCase:
@@ -212,9 +212,8 @@ def main() -> None:
     detector = LocalFactuality(model_path=args.model)
 
     train: list[Example] = []
-    for task in lfc.TASKS:
-        count = args.summary_items if task == "summarization" else args.items
-        items = training_items(args.data, task, count)
+    counts = {task: args.items for task in lfc.TASKS} | {"summarization": args.summary_items}
+    for task, items in training_items(args.data, counts).items():
         train.extend(examples(items, task, random.Random(f"{args.seed}-{task}")))
     rows = evidence_rows(detector, train, args.work / "train.jsonl")
     labels = np.array([label for _, _, label in train], dtype=np.float64)

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from tracefact.evaluators.base import EvalCase, Evaluator
 from tracefact.evaluators.metrics import Confusion, by_group
-from tracefact.evaluators.registry import SPECS, from_spec
+from tracefact.evaluators.registry import JUDGES, SPECS, from_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +72,7 @@ def _positive_int(text: str) -> int:
 def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     """An evaluator from its command-line spec; imports only what that evaluator needs."""
     evaluator = from_spec(spec, api_base)
-    if spec.partition(":")[0] in {"judge", "claims", "contexts"}:
+    if spec.strip().partition(":")[0] in JUDGES:
         # The command owns its process: litellm's banner on every failed call is noise here.
         from tracefact.evaluators._litellm import import_litellm
 

@@ -15,6 +15,9 @@ from tracefact.evaluators.base import Evaluator
 
 SPECS = "lexical | local | judge:MODEL | claims:MODEL | contexts:MODEL | vectara"
 
+JUDGES = ("judge", "claims", "contexts")
+"""Specs of the evaluators that call a model through litellm."""
+
 Factory = Callable[[str | None, str | None], Evaluator]
 """(argument, api_base) to an evaluator."""
 
@@ -64,9 +67,7 @@ _FACTORIES: dict[str, Factory] = {
     "lexical": _lexical,
     "local": _local,
     "vectara": _vectara,
-    "judge": _judge("judge"),
-    "claims": _judge("claims"),
-    "contexts": _judge("contexts"),
+    **{kind: _judge(kind) for kind in JUDGES},
 }
 
 
