@@ -40,6 +40,7 @@ import local_factuality_contrast as lfc  # noqa: E402
 from tracefact.evaluators._alignment import FEATURES  # noqa: E402
 from tracefact.evaluators.base import EvalCase  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality, split_sentences  # noqa: E402
+from tracefact.evaluators.metrics import Confusion  # noqa: E402
 
 TRAIN_SEED = 7  # the training script's shuffle, so its tail is items the model never saw
 TUNE_ITEMS = 150  # the training script's held-out head
@@ -189,8 +190,7 @@ def scores(rows: list[list[list[float]]], w: np.ndarray, b: float) -> np.ndarray
 
 
 def balanced_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
-    positive = labels == 1
-    return 0.5 * (float(predicted[positive].mean()) + float((~predicted[~positive]).mean()))
+    return Confusion.of(zip(labels == 1, predicted, strict=True)).balanced_accuracy
 
 
 def main() -> None:

@@ -28,19 +28,15 @@ import local_factuality_contrast as lfc  # noqa: E402
 from tracefact.evaluators.base import EvalCase  # noqa: E402
 from tracefact.evaluators.lexical import content_words  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
+from tracefact.evaluators.metrics import Confusion  # noqa: E402
 
 TASK_OF = {"QA": "qa", "Summary": "summarization", "dialogue": "dialogue"}
 
 
 def metrics(labels: list[int], predicted: list[int]) -> tuple[float, float]:
-    tp = sum(1 for y, p in zip(labels, predicted, strict=True) if y and p)
-    fp = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and p)
-    fn = sum(1 for y, p in zip(labels, predicted, strict=True) if y and not p)
-    tn = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)
-    recall_pos = tp / max(1, tp + fn)
-    recall_neg = tn / max(1, tn + fp)
-    f1 = 2 * tp / max(1, 2 * tp + fp + fn)
-    return 0.5 * (recall_pos + recall_neg), f1
+    """Balanced accuracy and F1, hallucinated being positive."""
+    confusion = Confusion.of(zip(map(bool, labels), map(bool, predicted), strict=True))
+    return confusion.balanced_accuracy, confusion.f1
 
 
 def overlap_score(row: dict[str, Any]) -> float:
