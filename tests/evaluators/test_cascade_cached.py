@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from tracefact.evaluators import EvalCase, EvalResult, Evaluator, ProviderError
+from tracefact.evaluators import (
+    BadReplyError,
+    EvalCase,
+    EvalResult,
+    Evaluator,
+    InvalidCaseError,
+    ProviderError,
+)
 from tracefact.evaluators.cached import Cached
 from tracefact.evaluators.cascade import Cascade
 
@@ -93,6 +100,27 @@ async def test_predicate_decides_escalation() -> None:
     assert cascade.describe()["first"]["evaluator"] == "cheap"
     with pytest.raises(ValueError, match="band"):
         Cascade(first, then, escalate=(0.9, 0.1))
+
+
+async def test_a_first_evaluator_that_cannot_judge_the_case_hands_it_on() -> None:
+    too_big = InvalidCaseError("answer and contexts are over max_case_chars")
+    first, then = Scripted(0.0, tag="cheap", error=too_big), Scripted(0.9, 0.01, "judge")
+    result = await Cascade(first, then).evaluate(CASE)
+    assert (result.label, result.evaluator) == ("hallucinated", "cascade(cheap -> judge)")
+    assert result.raw["cascade"]["first"] == {"error": f"InvalidCaseError: {too_big}"}
+    assert result.cost_usd == pytest.approx(0.01)
+
+    garbled = BadReplyError("no verdict in the reply", cost_usd=0.002)
+    paid = await Cascade(Scripted(0.0, error=garbled), then).evaluate(CASE)
+    assert paid.cost_usd == pytest.approx(0.012)  # the failed reply was paid for too
+
+
+async def test_a_transient_first_failure_is_raised_for_the_retry_policy() -> None:
+    busy = ProviderError("503 from the provider", status_code=503, transient=True)
+    first, then = Scripted(0.0, error=busy), Scripted(0.9, tag="judge")
+    with pytest.raises(ProviderError):
+        await Cascade(first, then).evaluate(CASE)
+    assert then.calls == 0
 
 
 # --- Cached ---------------------------------------------------------------------------

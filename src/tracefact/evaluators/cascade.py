@@ -3,7 +3,11 @@
 Most answers are clearly grounded or clearly not; paying a judge for those is waste.
 The first evaluator's result stands unless its score falls in the uncertain band (or
 it flagged a hallucination, which is worth a second opinion), in which case the second
-evaluator decides. The result says which ran and what the whole thing cost.
+evaluator decides. The first evaluator failing for good (a case too large for the local
+model, a reply in the wrong format) is the most doubtful result of all, so the second
+decides then too; a transient failure is raised for the caller's retry policy, since
+retrying the cheap evaluator costs less than escalating. The result says which ran and
+what the whole thing cost.
 """
 
 from __future__ import annotations
@@ -12,7 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tracefact.evaluators.base import HALLUCINATED, EvalCase, EvalResult, Evaluator
+from tracefact.evaluators.base import (
+    HALLUCINATED,
+    EvalCase,
+    EvalResult,
+    EvaluationError,
+    Evaluator,
+)
 
 Escalation = tuple[float, float] | Callable[[EvalResult], bool]
 
@@ -69,7 +79,14 @@ class Cascade:
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
-        first = await self.first.evaluate(case)
+        try:
+            first = await self.first.evaluate(case)
+        except EvaluationError as error:
+            if error.transient:
+                raise
+            failed = {"error": f"{type(error).__name__}: {error}"}
+            tag = self.first.describe().get("evaluator", self.first.name)
+            return await self._escalated(case, started, tag, error.cost_usd, failed)
         if not self.should_escalate(first):
             return first.model_copy(
                 update={
@@ -77,21 +94,31 @@ class Cascade:
                     "raw": {**first.raw, "cascade": {"ran": [first.evaluator], "escalated": False}},
                 }
             )
-        final = await self.then.evaluate(case)
-        costs = [c for c in (first.cost_usd, final.cost_usd) if c is not None]
         summary = {"label": first.label, "score": first.score, "explanation": first.explanation}
+        return await self._escalated(case, started, first.evaluator, first.cost_usd, summary)
+
+    async def _escalated(
+        self,
+        case: EvalCase,
+        started: float,
+        first_evaluator: str,
+        first_cost: float | None,
+        first_summary: dict[str, Any],
+    ) -> EvalResult:
+        final = await self.then.evaluate(case)
+        costs = [c for c in (first_cost, final.cost_usd) if c is not None]
         return final.model_copy(
             update={
                 "name": self.name,
-                "evaluator": f"cascade({first.evaluator} -> {final.evaluator})",
+                "evaluator": f"cascade({first_evaluator} -> {final.evaluator})",
                 "latency_ms": (time.perf_counter() - started) * 1000,
                 "cost_usd": sum(costs) if costs else None,
                 "raw": {
                     **final.raw,
                     "cascade": {
-                        "ran": [first.evaluator, final.evaluator],
+                        "ran": [first_evaluator, final.evaluator],
                         "escalated": True,
-                        "first": summary,
+                        "first": first_summary,
                     },
                 },
             }
