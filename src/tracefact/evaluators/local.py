@@ -71,7 +71,9 @@ class ModelConfig:
     cls_id: int = 101
     sep_id: int = 102
     pad_id: int = 0
-    batch_size: int = 32
+    batch_tokens: int = 512
+    """Padded tokens per model run: one long window alone, several short ones together
+    (on 2 cores, batching long windows is slower than running them one by one)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
@@ -212,6 +214,19 @@ def plan_case(
     return plan
 
 
+def model_runs(windows: Sequence[Window], budget: int) -> list[list[int]]:
+    """Window indices grouped into model runs: by length, as many per run as fit in
+    ``budget`` padded tokens (at least one)."""
+    order = sorted(range(len(windows)), key=lambda index: len(windows[index].ids))
+    runs: list[list[int]] = []
+    for index in order:
+        if runs and (len(runs[-1]) + 1) * len(windows[index].ids) <= budget:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
+
+
 def aggregate(
     plan: Plan,
     window_logits: list[list[float]],
@@ -261,14 +276,12 @@ class _Runtime:
         self._lock = threading.Lock()
         self.load_seconds = time.perf_counter() - started
 
-    def unit_logits(self, windows: list[Window]) -> list[list[float]]:
-        """Per-window unit logits, running length-sorted padded mini-batches."""
+    def unit_logits(self, windows: list[Window], runs: list[list[int]]) -> list[list[float]]:
+        """Per-window unit logits, one padded model run per group of `model_runs`."""
         np = self._np
         config = self.config
-        order = sorted(range(len(windows)), key=lambda i: len(windows[i].ids))
         results: list[list[float]] = [[] for _ in windows]
-        for start in range(0, len(order), config.batch_size):
-            chunk = order[start : start + config.batch_size]
+        for chunk in runs:
             width = max(len(windows[i].ids) for i in chunk)
             ids = np.full((len(chunk), width), config.pad_id, dtype=np.int64)
             types = np.zeros((len(chunk), width), dtype=np.int64)
@@ -490,10 +503,11 @@ class LocalFactuality:
             for case in cases
         ]
         windows = [window for plan in plans for window in plan.windows]
-        logits = runtime.unit_logits(windows) if windows else []
+        runs = model_runs(windows, config.batch_tokens)
+        logits = runtime.unit_logits(windows, runs)
         self.stats["batches"] += 1
         self.stats["cases"] += len(cases)
-        self.stats["onnx_runs"] += math.ceil(len(windows) / config.batch_size)
+        self.stats["onnx_runs"] += len(runs)
         self.stats["sequences"] += len(windows)
         evidence: list[SentenceEvidence] = []
         offset = 0
