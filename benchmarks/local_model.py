@@ -80,11 +80,10 @@ async def run(count: int, rounds: int) -> None:
         rates.append(count / (time.perf_counter() - started))
     batches = evaluator.stats["batches"] - before["batches"]
     sequences = evaluator.stats["sequences"] - before["sequences"]
-    runs = evaluator.stats["onnx_runs"] - before["onnx_runs"]
     print(
         f"batched:    {max(rates):6.1f} cases/s, best of {rounds} rounds "
         f"({', '.join(f'{r:.1f}' for r in rates)}); {batches} batches, "
-        f"{sequences / count:.1f} model sequences per case, {runs} model runs"
+        f"{sequences / count:.1f} model sequences per case"
     )
 
     sample = cases[: max(16, count // 4)]

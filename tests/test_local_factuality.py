@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tracefact.evaluators.base import EvalCase, Evaluator, InvalidCaseError
-from tracefact.evaluators.local import LocalFactuality, Window, model_runs
+from tracefact.evaluators.local import LocalFactuality
 from tracefact.models import local_factuality_dir
 
 CONTEXT = (
@@ -146,23 +146,12 @@ async def test_concurrent_calls_are_batched_and_match_one_by_one() -> None:
     before = dict(detector.stats)
     together = await asyncio.gather(*(detector.evaluate(c) for c in cases))
     batches = detector.stats["batches"] - before["batches"]
-    runs = detector.stats["onnx_runs"] - before["onnx_runs"]
     assert detector.stats["cases"] - before["cases"] == 64
-    assert batches <= 2
-    assert runs < 64  # several cases per model run
+    assert batches <= 2  # the concurrent calls were gathered, not run one by one
     for index, result in enumerate(together):
         reference = alone[index % len(answers)]
-        # int8 activations are quantised per batch, so scores may move a little.
-        assert result.score == pytest.approx(reference.score, abs=0.05)
-        assert result.label == reference.label
-
-
-def test_long_windows_run_alone_and_short_ones_share_a_run() -> None:
-    windows = [Window(ids=[7] * n, type_ids=[0] * n, units=[]) for n in (300, 40, 350, 60, 50)]
-    runs = model_runs(windows, budget=512)
-    assert sorted(index for run in runs for index in run) == [0, 1, 2, 3, 4]
-    assert runs == [[1, 4, 3], [0], [2]]  # by length; 3 x 60 padded tokens fit, 4 x 300 not
-    assert model_runs(windows, budget=1) == [[1], [4], [3], [0], [2]]
+        # A case's score does not depend on which other cases shared its batch.
+        assert (result.score, result.label) == (reference.score, reference.label)
 
 
 async def test_event_loop_stays_responsive_while_the_model_runs(detector: LocalFactuality) -> None:
