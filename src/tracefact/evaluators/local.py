@@ -391,9 +391,9 @@ class LocalFactuality:
     calls are grouped (micro-batching): calls made in the same event-loop iteration, and
     while the model is busy those arriving within ``max_wait_ms``, up to
     ``max_batch_cases``, run as one `evaluate_batch` in a worker thread. ``stats`` counts
-    the batches, cases, ONNX runs and sequences of this instance. Cases longer than
-    ``max_case_chars`` (answer plus contexts; about 200 model runs at the default) are
-    refused with `InvalidCaseError` rather than read for seconds.
+    the batches, cases and model sequences (one run each) of this instance. Cases longer
+    than ``max_case_chars`` (answer plus contexts; about 200 model runs at the default)
+    are refused with `InvalidCaseError` rather than read for seconds.
     """
 
     def __init__(
