@@ -418,7 +418,7 @@ class LocalFactuality:
         self._batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.stats: dict[str, int] = {"batches": 0, "cases": 0, "sequences": 0}
-        """Public counters: `evaluate_batch` calls, cases, ONNX session runs, sequences."""
+        """Public counters: `evaluate_batch` calls, cases, model sequences (one run each)."""
 
     def _load(self) -> _Runtime:
         return _runtime(self.model_path.resolve())
