@@ -442,25 +442,25 @@ def batch_loss(model: Detector, batch: list[dict[str, Any]], config: ModelConfig
 # ---------------------------------------------------------------- export and tuning
 
 
-def export(model: Detector, out: Path, work: Path) -> None:
+def export(
+    model: torch.nn.Module, out_file: Path, work: Path, outputs: dict[str, dict[int, str]]
+) -> None:
+    """ONNX export (dynamic batch and length), BERT graph fusion, dynamic int8 weights."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped,unused-ignore]
 
     model.eval().float()
     ids = torch.randint(1000, 2000, (2, 24))
     mask = torch.ones_like(ids)
     types = torch.zeros_like(ids)
-    fp32 = work / "model_fp32.onnx"
+    fp32 = work / f"{out_file.stem}_fp32.onnx"
+    inputs = ("input_ids", "attention_mask", "token_type_ids")
     torch.onnx.export(
         model,
         (ids, mask, types),
         str(fp32),
-        input_names=["input_ids", "attention_mask", "token_type_ids"],
-        output_names=["token_logits", "cls_logits"],
-        dynamic_axes={
-            name: {0: "batch", 1: "sequence"}
-            for name in ("input_ids", "attention_mask", "token_type_ids", "token_logits")
-        }
-        | {"cls_logits": {0: "batch"}},
+        input_names=list(inputs),
+        output_names=list(outputs),
+        dynamic_axes={name: {0: "batch", 1: "sequence"} for name in inputs} | outputs,
         opset_version=17,
         dynamo=False,
     )
@@ -471,7 +471,7 @@ def export(model: Detector, out: Path, work: Path) -> None:
         fused = optimizer.optimize_model(
             str(fp32), model_type="bert", num_heads=12, hidden_size=384
         )
-        fused_path = work / "model_fused.onnx"
+        fused_path = work / f"{out_file.stem}_fused.onnx"
         fused.save_model_to_file(str(fused_path))
         source = fused_path
         print("graph fusion:", fused.get_fused_operator_statistics(), flush=True)
@@ -481,7 +481,7 @@ def export(model: Detector, out: Path, work: Path) -> None:
 
     quantize_dynamic(
         str(source),
-        str(out / "model.onnx"),
+        str(out_file),
         weight_type=QuantType.QInt8,
         per_channel=True,
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
@@ -647,7 +647,12 @@ def main() -> None:
         torch.save(model.state_dict(), args.work / "detector.pt")
         torch.save(model.state_dict(), args.work / f"detector_round{round_}.pt")
 
-    export(model, args.out, args.work)
+    export(
+        model,
+        args.out / "model.onnx",
+        args.work,
+        {"token_logits": {0: "batch", 1: "sequence"}, "cls_logits": {0: "batch"}},
+    )
     shutil.copy(base / "tokenizer.json", args.out / "tokenizer.json")
     settings: dict[str, Any] = {
         **{k: v for k, v in config.__dict__.items()},
