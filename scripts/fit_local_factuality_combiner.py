@@ -127,10 +127,23 @@ def tuning_sets(data: Path, per_task: int, seed: int) -> dict[str, list[Example]
     return sets
 
 
+def model_fingerprint(directory: Path) -> str:
+    """Hash of the model files and settings bar the combiner's: what the rows depend on."""
+    settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    for fitted in ("features", "weights", "bias", "threshold"):
+        settings.pop(fitted, None)
+    digest = hashlib.sha256(json.dumps([FEATURES, settings], sort_keys=True).encode())
+    for name in ("model.onnx", "tokenizer.json"):
+        digest.update((directory / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def evidence_rows(
     detector: LocalFactuality, batch: list[Example], cache: Path
 ) -> list[list[list[float]]]:
-    """Feature rows per case, cached on disk by case (the model is the slow part)."""
+    """Feature rows per case, cached on disk by model and case (the model is the slow
+    part); a retrained model or changed features never reuse stale rows."""
+    cache = cache.with_name(f"{cache.stem}-{model_fingerprint(detector.model_path)}.jsonl")
     stored: dict[str, list[list[float]]] = {}
     if cache.exists():
         with cache.open(encoding="utf-8") as handle:
