@@ -141,9 +141,8 @@ def model_fingerprint(directory: Path) -> str:
 def evidence_rows(
     detector: LocalFactuality, batch: list[Example], cache: Path
 ) -> list[list[list[float]]]:
-    """Feature rows per case, cached on disk by model and case (the model is the slow
-    part); a retrained model or changed features never reuse stale rows."""
-    cache = cache.with_name(f"{cache.stem}-{model_fingerprint(detector.model_path)}.jsonl")
+    """Feature rows per case, cached on disk by case (the model is the slow part); the
+    cache file is named by `model_fingerprint`, so stale rows are never reused."""
     stored: dict[str, list[list[float]]] = {}
     if cache.exists():
         with cache.open(encoding="utf-8") as handle:
@@ -223,12 +222,13 @@ def main() -> None:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     detector = LocalFactuality(model_path=args.model)
+    fingerprint = model_fingerprint(args.model)
 
     train: list[Example] = []
     counts = {task: args.items for task in lfc.TASKS} | {"summarization": args.summary_items}
     for task, items in training_items(args.data, counts).items():
         train.extend(examples(items, task, random.Random(f"{args.seed}-{task}")))
-    rows = evidence_rows(detector, train, args.work / "train.jsonl")
+    rows = evidence_rows(detector, train, args.work / f"train-{fingerprint}.jsonl")
     labels = np.array([label for _, _, label in train], dtype=np.float64)
     groups = [f"{task}-{label}" for task, _, label in train]
     counts = {group: groups.count(group) for group in set(groups)}
@@ -241,7 +241,9 @@ def main() -> None:
     tuning = tuning_sets(args.data, args.tune_per_task, args.seed)
     tuned = {
         name: (
-            scores(evidence_rows(detector, examples_, args.work / f"{name}.jsonl"), w, b),
+            scores(
+                evidence_rows(detector, examples_, args.work / f"{name}-{fingerprint}.jsonl"), w, b
+            ),
             np.array([label for _, _, label in examples_]),
         )
         for name, examples_ in tuning.items()
