@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
+from tracefact._extras import import_extra
 from tracefact._http import retry_after_seconds
 from tracefact.evaluators.base import (
     BadReplyError,
@@ -33,11 +34,12 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 def import_litellm() -> Any:
-    """litellm, with its offline price table unless the user chose otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    """litellm, with its offline price table unless the user chose otherwise.
 
-    return litellm
+    Raises `MissingExtraError` (permanent, naming the ``litellm`` extra) when it is absent.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return import_extra("litellm", "litellm")
 
 
 @dataclass(frozen=True)
