@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from tracefact.evaluators.base import EvalCase, Evaluator
+from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
 from tracefact.evaluators.metrics import Confusion, by_group
 from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
 
@@ -107,10 +107,11 @@ def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     """An evaluator from its command-line spec; imports only what that evaluator needs."""
     evaluator = from_spec(spec, api_base)
     if spec.strip().partition(":")[0] in JUDGES:
-        # The command owns its process: litellm's banner on every failed call is noise here.
-        from tracefact.evaluators._litellm import import_litellm
+        # Checked once here, so a missing key is one line, not one error per case.
+        from tracefact.evaluators._litellm import check_credentials, import_litellm
 
-        import_litellm().suppress_debug_info = True
+        model, options = getattr(evaluator, "model", ""), getattr(evaluator, "litellm_kwargs", {})
+        check_credentials(import_litellm(), model, options)
     return evaluator
 
 
@@ -124,7 +125,7 @@ def _eval_command(args: argparse.Namespace) -> int:
         records = list(_read_records(args.file, args.limit))
         identity = _identity(evaluator)
         previous = _start_results(args.out, identity, args.force)
-    except (UsageError, ValueError, OSError, ImportError) as exc:
+    except (UsageError, ValueError, OSError, ImportError, EvaluationError) as exc:
         print(f"tracefact eval: {exc}", file=sys.stderr)
         return 2
     latest = {row["id"]: row for row in previous}  # last line per id wins

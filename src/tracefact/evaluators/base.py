@@ -86,6 +86,10 @@ class ProviderError(EvaluationError):
         self.transient = transient
 
 
+class CredentialsError(ProviderError):
+    """No API key, or one the provider refused: permanent, and the message names the variable."""
+
+
 class RateLimitError(ProviderError):
     """HTTP 429 or the provider's equivalent; `retry_after` seconds when it said so."""
 
