@@ -74,7 +74,7 @@ def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     evaluator = from_spec(spec, api_base)
     if spec.strip().partition(":")[0] in JUDGES:
         # The command owns its process: litellm's banner on every failed call is noise here.
-        from tracefact.evaluators._litellm import import_litellm
+        from tracefact._imports import import_litellm
 
         import_litellm().suppress_debug_info = True
     return evaluator

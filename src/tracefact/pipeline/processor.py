@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -30,6 +28,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
+from tracefact._otel import reset_after_fork
 from tracefact.evaluators.base import EvalResult, Evaluator
 from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
 from tracefact.pipeline.enrich import carrier_span, copy_with, outcome_attributes, outcome_events
@@ -117,8 +116,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.sinks = tuple(sinks)
         self._metrics = PipelineMetrics(lambda: self._held, meter_provider)
         self._reset()
-        self_ref = weakref.WeakMethod(self._reset)
-        os.register_at_fork(after_in_child=lambda: (method := self_ref()) and method())
+        reset_after_fork(self._reset)
 
     def _reset(self) -> None:
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
