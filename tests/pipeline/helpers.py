@@ -16,6 +16,7 @@ from tracefact import semconv
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     ProviderError,
     RateLimitError,
 )
@@ -33,8 +34,8 @@ class ScriptedEvaluator:
         self._failures: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "direction": "minimize"}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="scripted")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         with self._lock:

@@ -24,6 +24,7 @@ from tracefact.evaluators.base import (
     BadReplyError,
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     InvalidCaseError,
 )
 
@@ -99,19 +100,19 @@ class _Judge:
         """Options that change verdicts; part of `describe()` and so of cache keys."""
         return {}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EvaluatorDescription:
         options = {k: v for k, v in self.litellm_kwargs.items() if k not in _SECRET_OPTIONS}
-        return {
-            "name": self.name,
-            "evaluator": self.kind,
-            "model": self.model,
-            **self._settings(),
-            "examples": len(self.examples),
-            "litellm_options": options,
-            "direction": "minimize",
-            "source": "llm",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator=self.kind,
+            source="llm",
+            model=self.model,
+            settings={
+                **self._settings(),
+                "examples": len(self.examples),
+                "litellm_options": options,
+            },
+        )
 
     async def _ask(
         self, instructions: str, case: EvalCase, schema: type[Reply]

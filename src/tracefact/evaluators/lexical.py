@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
 
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     InvalidCaseError,
 )
 
@@ -61,15 +61,10 @@ class LexicalOverlap:
         self.name = name
         self.threshold = threshold
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "evaluator": "lexical-overlap",
-            "threshold": self.threshold,
-            "direction": "minimize",
-            "source": "code",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name, evaluator="lexical-overlap", settings={"threshold": self.threshold}
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         return self.evaluate_sync(case)

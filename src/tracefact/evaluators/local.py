@@ -37,6 +37,7 @@ from tracefact.evaluators.base import (
     HALLUCINATED,
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     InvalidCaseError,
 )
 
@@ -433,18 +434,16 @@ class LocalFactuality:
             return self._threshold
         return self._load().config.threshold
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EvaluatorDescription:
         with open(self.model_path / "config.json", encoding="utf-8") as handle:
             shipped = json.load(handle)
-        return {
-            "name": self.name,
-            "evaluator": "local-factuality",
-            "model": f"local-factuality-{shipped.get('version', 'unknown')}",
-            "threshold": self._threshold if self._threshold is not None else shipped["threshold"],
-            "direction": "minimize",
-            "source": "code",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+        threshold = self._threshold if self._threshold is not None else shipped["threshold"]
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator="local-factuality",
+            model=f"local-factuality-{shipped.get('version', 'unknown')}",
+            settings={"threshold": threshold},
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         self._check(case)

@@ -26,6 +26,7 @@ from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
     EvaluationTimeout,
+    EvaluatorDescription,
     InvalidCaseError,
     ProviderError,
     RateLimitError,
@@ -72,18 +73,18 @@ class VectaraHHEM:
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "evaluator": "vectara-hhem",
-            "model": self.model,
-            "language": self.language,
-            "threshold": self.threshold,
-            "base_url": self.base_url,
-            "direction": "minimize",
-            "source": "api",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator="vectara-hhem",
+            source="api",
+            model=self.model,
+            settings={
+                "language": self.language,
+                "threshold": self.threshold,
+                "base_url": self.base_url,
+            },
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()

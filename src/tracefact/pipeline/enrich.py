@@ -30,7 +30,7 @@ class Outcome:
     """One evaluator's result on one span, or why there is none."""
 
     evaluator: str
-    status: str
+    status: semconv.EvalStatus
     """ok | error | timeout"""
     result: EvalResult | None = None
     error: str | None = None
@@ -43,7 +43,7 @@ class Outcome:
         return self.result.cost_usd if self.result is not None else self.spent_usd
 
 
-def overall_status(outcomes: Sequence[Outcome]) -> str:
+def overall_status(outcomes: Sequence[Outcome]) -> semconv.EvalStatus:
     """ok when every evaluator succeeded; else the worst: timeout before error."""
     statuses = {o.status for o in outcomes}
     if statuses <= {semconv.STATUS_OK}:

@@ -323,7 +323,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._export_copy(job.span, semconv.STATUS_SHUTDOWN, job.sample_rate)
             elif self.attach == "span":
                 now = time.time_ns()
-                self._export(carrier_span(job.span, attributes, [], now, now), "shutdown")
+                self._export(
+                    carrier_span(job.span, attributes, [], now, now), semconv.STATUS_SHUTDOWN
+                )
             self._release(job)
         self.downstream.shutdown()
         for sink in self.sinks:

@@ -42,7 +42,7 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
     started = time.perf_counter()
 
     def outcome(
-        status: str,
+        status: semconv.EvalStatus,
         result: EvalResult | None = None,
         error: str | None = None,
         spent_usd: float | None = None,
