@@ -6,7 +6,7 @@
 The model (``scripts/train_local_factuality.py``) gives one logit per answer sentence.
 Alone it leans on the answer's style, which HaluEval rewards, and misses literal
 mismatches. The combiner is a logistic regression over that logit and the alignment
-features of ``tracefact.evaluators._alignment``, max-pooled over sentences (an answer is
+features of ``tracefact.evaluators.local.alignment``, max-pooled over sentences (an answer is
 as unsupported as its worst sentence). It is fitted on HaluEval train items the model
 never saw (the tail of the training script's shuffle), each used several ways: the
 faithful and the hallucinated answer; the faithful answer against another item's context;
@@ -37,10 +37,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import local_factuality_contrast as lfc  # noqa: E402
 
-from tracefact.evaluators._alignment import FEATURES  # noqa: E402
 from tracefact.evaluators.base import EvalCase  # noqa: E402
-from tracefact.evaluators.local import LocalFactuality, split_sentences  # noqa: E402
-from tracefact.evaluators.metrics import Confusion  # noqa: E402
+from tracefact.evaluators.confusion import Confusion  # noqa: E402
+from tracefact.evaluators.local import LocalFactuality  # noqa: E402
+from tracefact.evaluators.local.alignment import FEATURES  # noqa: E402
+from tracefact.evaluators.local.windows import split_sentences  # noqa: E402
 
 TRAIN_SEED = 7  # the training script's shuffle, so its tail is items the model never saw
 TUNE_ITEMS = 150  # the training script's held-out head

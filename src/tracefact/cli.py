@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tracefact.evaluators.base import EvalCase, Evaluator
-from tracefact.evaluators.metrics import Confusion, by_group
+from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import JUDGES, SPECS, from_spec
 
 
