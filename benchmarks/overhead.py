@@ -42,9 +42,7 @@ async def abare(question: str, contexts: list[str]) -> str:
     return ANSWER
 
 
-def make_variants() -> tuple[
-    dict[str, Call], dict[str, AsyncCall]
-]:
+def make_variants() -> tuple[dict[str, Call], dict[str, AsyncCall]]:
     tracer = trace.get_tracer("benchmark")
 
     def raw(question: str, contexts: list[str]) -> str:

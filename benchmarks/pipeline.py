@@ -117,8 +117,11 @@ def percentiles(ns: list[int]) -> tuple[float, float]:
 
 
 def measure_on_end(spans: int, rounds: int = 5) -> None:
-    """Each setup measured in ``rounds`` interleaved rounds; the best round counts, as in
-    overhead.py, so that a busy moment of the machine does not decide the ratio."""
+    """Each setup measured in ``rounds`` interleaved rounds.
+
+    The best round counts, as in overhead.py, so that a busy moment of the machine does not decide
+    the ratio.
+    """
     setups = {
         "BatchSpanProcessor alone": None,
         "evaluation on, span sampled out": Never(),

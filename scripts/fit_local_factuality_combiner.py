@@ -65,8 +65,10 @@ def case(item: dict[str, Any], output: str, contexts: list[str] | None = None) -
 
 
 def examples(items: list[dict[str, Any]], task: str, rng: random.Random) -> Iterator[Example]:
-    """Each item as a HaluEval pair, a context swap, a minimal edit, and a copied answer
-    with its minimal edit (label 1 = hallucinated)."""
+    """Each item as a HaluEval pair, a context swap, a minimal edit, and a copied answer.
+
+    The copied answer comes with its minimal edit too (label 1 = hallucinated).
+    """
     for index, item in enumerate(items):
         context = " ".join(item["contexts"])
         other = items[(index + 1 + rng.randrange(len(items) - 1)) % len(items)]
@@ -142,8 +144,10 @@ def model_fingerprint(directory: Path) -> str:
 def evidence_rows(
     detector: LocalFactuality, batch: list[Example], cache: Path
 ) -> list[list[list[float]]]:
-    """Feature rows per case, cached on disk by case (the model is the slow part); the
-    cache file is named by `model_fingerprint`, so stale rows are never reused."""
+    """Feature rows per case, cached on disk by case (the model is the slow part).
+
+    The cache file is named by `model_fingerprint`, so stale rows are never reused.
+    """
     stored: dict[str, list[list[float]]] = {}
     if cache.exists():
         with cache.open(encoding="utf-8") as handle:
@@ -171,8 +175,10 @@ def evidence_rows(
 def fit(
     rows: list[list[list[float]]], labels: np.ndarray, weights: np.ndarray, l2: float
 ) -> tuple[np.ndarray, float]:
-    """Max-pooled logistic regression by projected Adam, weights >= 0: case logit = max over
-    sentences of w.x + b."""
+    """Max-pooled logistic regression by projected Adam, weights >= 0.
+
+    Case logit = max over sentences of w.x + b.
+    """
     features = np.array([r for case_rows in rows for r in case_rows], dtype=np.float64)
     owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
     w = np.zeros(features.shape[1])

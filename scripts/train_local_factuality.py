@@ -492,8 +492,11 @@ def export(
 
 
 def _reexec_with_malloc_settings() -> None:
-    """Keep freed memory in the heap: without this glibc maps and unmaps the big
-    attention tensors every step and training spends half its time in the kernel."""
+    """Keep freed memory in the heap.
+
+    Without this glibc maps and unmaps the big attention tensors every step and training spends half
+    its time in the kernel.
+    """
     wanted = {
         "MALLOC_TRIM_THRESHOLD_": "4000000000",
         "MALLOC_TOP_PAD_": "1000000000",

@@ -37,8 +37,10 @@ def suppress_instrumentation() -> Iterator[None]:
 
 
 def suppressed_context() -> contextvars.Context:
-    """A fresh context with no active span and instrumentation suppressed, for a thread or
-    an event loop of tracefact's own."""
+    """A fresh context with no active span and instrumentation suppressed.
+
+    For a thread or an event loop of tracefact's own.
+    """
     context = contextvars.Context()
     suppressed = otel_context.set_value(_SUPPRESS_KEY, True, otel_context.Context())
     context.run(otel_context.attach, suppressed)

@@ -205,7 +205,7 @@ def _ends_torn(path: Path) -> bool:
 
 
 def _progress(total: int) -> Callable[..., None]:
-    """tqdm when it is installed, else a counter on stderr."""
+    """Tqdm when it is installed, else a counter on stderr."""
     try:
         tqdm = importlib.import_module("tqdm").tqdm
     except ImportError:

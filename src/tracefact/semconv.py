@@ -83,8 +83,10 @@ STATUS_SHUTDOWN: Final = "shutdown"
 
 
 def eval_attribute(evaluator_name: str, field: str) -> str:
-    """`tracefact.eval.{evaluator_name}.{field}`: label, score, explanation, evaluator,
-    unsupported, status."""
+    """`tracefact.eval.{evaluator_name}.{field}`.
+
+    Label, score, explanation, evaluator, unsupported, status.
+    """
     return f"tracefact.eval.{evaluator_name}.{field}"
 
 
@@ -97,8 +99,10 @@ GEN_AI_EVALUATION_EXPLANATION = gen_ai.GEN_AI_EVALUATION_EXPLANATION
 
 
 def openinference_evaluation(index: int, field: str) -> str:
-    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`
-    (name, score, label, explanation)."""
+    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`.
+
+    Fields: name, score, label, explanation, annotator_kind.
+    """
     return f"evaluations.{index}.evaluation.{field}"
 
 

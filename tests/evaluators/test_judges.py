@@ -44,7 +44,7 @@ def sent_text(server: FakeOpenAI, index: int = -1) -> str:
 
 
 def data_blocks(text: str) -> dict[str, str]:
-    """name -> content of every data block in a sent prompt (all share one nonce)."""
+    """Name -> content of every data block in a sent prompt (all share one nonce)."""
     found = re.findall(r'<(data-[0-9a-f]+) name="([^"]+)">\n(.*?)\n</\1>', text, re.DOTALL)
     return {name: content for _, name, content in found}
 

@@ -24,8 +24,11 @@ from tracefact.pipeline import EvaluationProcessor
 
 
 class ScriptedEvaluator:
-    """Behaves as the answer says: 'ok', 'hallucinated', 'slow:<s>', 'hang', 'error',
-    'flaky:<n>' (n transient failures, then ok), 'ratelimit', 'garbage'."""
+    """Behaves as the answer says.
+
+    'ok', 'hallucinated', 'slow:<s>', 'hang', 'error', 'flaky:<n>' (n transient failures, then ok),
+    'ratelimit', 'garbage'.
+    """
 
     def __init__(self, name: str = "hallucination", cost: float | None = None) -> None:
         self.name = name

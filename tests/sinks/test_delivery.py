@@ -60,8 +60,10 @@ def test_flush_and_shutdown_give_up_on_a_hanging_backend(sink_counts: SinkCounts
 
 
 def test_sink_requests_run_with_instrumentation_suppressed() -> None:
-    """An app that instruments httpx must not get a span for each of the sink's requests:
-    instrumentations skip calls made while OpenTelemetry's suppression key is set."""
+    """An app that instruments httpx must not get a span for each of the sink's requests.
+
+    Instrumentations skip calls made while OpenTelemetry's suppression key is set.
+    """
     seen: list[bool] = []
 
     class Recording(PhoenixAnnotations):

@@ -174,7 +174,7 @@ def _provider_errors(litellm: Any) -> tuple[type[Exception], ...]:
 
 
 def _map_error(litellm: Any, exc: Exception) -> Exception:
-    """litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
+    """Litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
     errors = litellm.exceptions
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None

@@ -23,8 +23,11 @@ STOPWORDS = frozenset(
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences cut after '.', '!' or '?' followed by white space or running straight
-    into a capital ("in 1889.The tower"), and at line breaks."""
+    """Sentences, cut at line breaks and after '.', '!' or '?'.
+
+    A full stop followed by white space ends a sentence, and so does one that runs
+    straight into a capital ("in 1889.The tower").
+    """
     return [part.strip() for part in _SENTENCE.split(text) if part and part.strip()]
 
 

@@ -1,5 +1,6 @@
-"""LLM judges through litellm: one verdict (`LLMJudge`), per statement (`ClaimJudge`),
-per context (`ContextVerdictJudge`).
+"""LLM judges through litellm.
+
+One verdict (`LLMJudge`), per statement (`ClaimJudge`), per context (`ContextVerdictJudge`).
 
 They share one core: the prompt is built by `_prompts.build_messages` (evaluated text
 as delimited data), the call is `_litellm.ask_json` (JSON reply validated against a
@@ -194,8 +195,10 @@ class LLMJudge(_Judge):
 
 
 class _ScoreJudge(_Judge):
-    """A judge whose score is a share (of statements, of contexts): hallucinated above
-    ``threshold``."""
+    """A judge whose score is a share (of statements, of contexts).
+
+    Hallucinated above ``threshold``.
+    """
 
     def __init__(
         self,
@@ -216,8 +219,9 @@ class _ScoreJudge(_Judge):
 
 
 class ClaimJudge(_ScoreJudge):
-    """Splits the answer into statements and checks each against the contexts (Haystack
-    faithfulness). Score = share of unsupported statements; they are listed in
+    """Splits the answer into statements and checks each (Haystack faithfulness).
+
+    Score = share of the statements the contexts do not support; they are listed in
     `unsupported`, and `raw` keeps `statements` and `statement_scores` (1 = supported).
     """
 

@@ -255,9 +255,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         started: int,
         results: Sequence[EvalResult] = (),
     ) -> None:
-        """Export the job's results exactly once: on the span's copy if it is still
-        held, else on a carrier span; then hand them to the sinks, before the job counts
-        as finished so that `force_flush` sees them."""
+        """Export the job's results exactly once.
+
+        On the span's copy if it is still held, else on a carrier span; then hand them to the sinks,
+        before the job counts as finished so that `force_flush` sees them.
+        """
         with self._lock:
             if job.done:  # shutdown already accounted for it
                 return
@@ -289,8 +291,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     # --- lifecycle --------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait for evaluations in flight, then flush downstream, then the sinks; False if
-        time ran out."""
+        """Wait for evaluations in flight, then flush downstream, then the sinks.
+
+        False if time ran out.
+        """
         deadline = time.monotonic() + timeout_millis / 1000
 
         def remaining() -> int:
@@ -304,8 +308,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         return flushed
 
     def shutdown(self) -> None:
-        """Let running evaluations finish for up to `drain_seconds`, export what is left
-        with status `shutdown`, then shut the downstream processor down."""
+        """Let running evaluations finish for up to `drain_seconds`, then stop.
+
+        What is left is exported with status `shutdown`, then the downstream processor
+        is shut down.
+        """
         with self._lock:
             if self._closed:
                 return

@@ -82,8 +82,11 @@ class Worker(Generic[Job]):
             logger.exception("tracefact: evaluation job failed")
 
     def stop(self, timeout: float) -> None:
-        """Cancel what is still running and end the thread (jobs not started are left in
-        the deque; the owner accounts for every job it handed over)."""
+        """Cancel what is still running and end the thread.
+
+        Jobs not started are left in the deque: the owner accounts for every job it
+        handed over.
+        """
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return

@@ -41,8 +41,9 @@ class _Unit:
 
 
 class HTTPSink(ABC):
-    """Batches, sends and retries results on its own thread; never blocks or raises into
-    the pipeline.
+    """Batches, sends and retries results on its own thread.
+
+    Never blocks or raises into the pipeline.
 
     max_retries / backoff_seconds / max_backoff_seconds: a request that fails
         transiently (connection errors, timeouts, 408, 425, 429, 5xx, and 404 where

@@ -38,8 +38,10 @@ def _key(token: str) -> str:
 
 
 def key_tokens(text: str) -> list[str]:
-    """Names and numbers, lower-cased: capitalised words (bar sentence-initial stopwords)
-    and digits."""
+    """Names and numbers, lower-cased.
+
+    Capitalised words (bar sentence-initial stopwords) and digits.
+    """
     keys = []
     for match in _KEY.finditer(text):
         before = text[: match.start()].rstrip()

@@ -100,8 +100,10 @@ class LocalFactuality:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters of this instance: `evaluate_batch` calls, cases, model sequences (one
-        run each)."""
+        """Counters of this instance.
+
+        `evaluate_batch` calls, cases, model sequences (one run each).
+        """
         with self._stats_lock:
             return dict(self._stats)
 
