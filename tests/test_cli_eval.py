@@ -229,7 +229,7 @@ def test_resume_refuses_a_file_written_by_another_evaluator(
     rows = read(out)
     assert {row["evaluator"] for row in rows} == {f"llm-judge({MODEL})"}
     header = json.loads(out.read_text().splitlines()[0])["tracefact_eval"]["evaluator"]
-    assert header["model"] == MODEL
+    assert header["model"] == MODEL and header["evaluator"] == "llm-judge"
 
 
 def test_resume_refuses_a_file_without_a_recorded_evaluator(

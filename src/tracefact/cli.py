@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
-from tracefact.evaluators.metrics import Confusion, by_group
+from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
 
 
@@ -108,7 +108,8 @@ def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     evaluator = from_spec(spec, api_base)
     if spec.strip().partition(":")[0] in JUDGES:
         # Checked once here, so a missing key is one line, not one error per case.
-        from tracefact.evaluators._litellm import check_credentials, import_litellm
+        from tracefact._imports import import_litellm
+        from tracefact.evaluators._litellm import check_credentials
 
         model, options = getattr(evaluator, "model", ""), getattr(evaluator, "litellm_kwargs", {})
         check_credentials(import_litellm(), model, options)
@@ -152,21 +153,8 @@ HEADER_KEY = "tracefact_eval"
 
 
 def _identity(evaluator: Evaluator) -> Any:
-    """The evaluator's `describe()` as plain JSON, comparable with what a file recorded.
-
-    Input schemas are left out: they describe the case format, not the evaluator, and
-    change with the pydantic version.
-    """
-    plain = json.loads(json.dumps(evaluator.describe(), default=str, sort_keys=True))
-    return _without(plain, "input_schema")
-
-
-def _without(value: Any, key: str) -> Any:
-    if isinstance(value, dict):
-        return {k: _without(v, key) for k, v in value.items() if k != key}
-    if isinstance(value, list):
-        return [_without(v, key) for v in value]
-    return value
+    """The evaluator's `describe()` as plain JSON, comparable with what a file recorded."""
+    return json.loads(evaluator.describe().identity())
 
 
 def _start_results(path: Path, identity: Any, force: bool) -> list[dict[str, Any]]:
@@ -196,7 +184,7 @@ def _start_results(path: Path, identity: Any, force: bool) -> list[dict[str, Any
 
 def _label(identity: dict[str, Any]) -> str:
     """``lexical-overlap`` or ``llm-judge openai/gpt-4o-mini``: which evaluator, briefly."""
-    return " ".join(str(identity[key]) for key in ("evaluator", "model") if key in identity)
+    return " ".join(str(identity[key]) for key in ("evaluator", "model") if identity.get(key))
 
 
 def _read_header(path: Path) -> Any:
@@ -339,7 +327,7 @@ def _ends_torn(path: Path) -> bool:
 
 
 def _progress(total: int) -> Callable[..., None]:
-    """tqdm when it is installed, else a counter on stderr."""
+    """Tqdm when it is installed, else a counter on stderr."""
     try:
         tqdm = importlib.import_module("tqdm").tqdm
     except ImportError:

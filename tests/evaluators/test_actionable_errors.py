@@ -11,6 +11,7 @@ import pytest
 import tracefact
 from tests.conftest import Spans
 from tests.fakes.openai_server import MODEL, Canned, FakeOpenAI
+from tracefact._retry import Backoff
 from tracefact.cli import main
 from tracefact.evaluators import CredentialsError, EvalCase
 from tracefact.evaluators.judges import LLMJudge
@@ -20,7 +21,7 @@ litellm = pytest.importorskip("litellm")
 
 CASE = EvalCase(input="q", contexts=["The tower opened in 1889."], output="It opened in 1889.")
 INSTALL = "pip install 'tracefact[litellm]' (from a clone: pip install -e '.[litellm]')"
-RETRIES = RetryPolicy(timeout_seconds=10, max_retries=2, backoff_seconds=0.01)
+RETRIES = RetryPolicy(timeout_seconds=10, max_retries=2, backoff=Backoff(0.01))
 
 
 def cases_file(tmp_path: Path) -> Path:

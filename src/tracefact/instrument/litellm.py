@@ -21,22 +21,14 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from tracefact._imports import import_litellm
+from tracefact._otel import is_suppressed
 from tracefact.instrument.spans import SpanRecorder, start_span
 
 logger = logging.getLogger("tracefact")
 
 _PATCHED = ("completion", "acompletion")
 _lock = threading.Lock()  # instrument/uninstrument may race from several threads
-
-
-def _suppressed() -> bool:
-    return bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
-
-
-def _import_litellm() -> Any:
-    from tracefact.evaluators._litellm import import_litellm
-
-    return import_litellm()
 
 
 _rebound: list[tuple[str, str]] = []
@@ -46,9 +38,10 @@ _rebound: list[tuple[str, str]] = []
 def instrument_litellm() -> None:
     """Wrap `litellm.completion` and `litellm.acompletion`; calling it again does nothing.
 
-    Raises `MissingExtraError` naming the ``litellm`` extra when litellm is not installed.
+    Raises:
+        MissingExtraError: litellm is not installed (it names the extra to install).
     """
-    litellm = _import_litellm()
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
@@ -65,13 +58,13 @@ def _rebind_imported(original: Any, wrapper: Any) -> None:
     litellm's own modules are left alone: they call each other internally, and wrapping
     those calls would trace one request twice.
     """
-    for module_name, module in list(sys.modules.items()):
+    for module_name, module in sys.modules.copy().items():  # copy(): atomic, unlike iterating
         if module is None or module_name.partition(".")[0] in ("litellm", "tracefact"):
             continue
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
-        for global_name, value in list(namespace.items()):
+        for global_name, value in namespace.copy().items():
             if value is original:
                 namespace[global_name] = wrapper
                 _rebound.append((module_name, global_name))
@@ -85,7 +78,7 @@ def _rebind_imported(original: Any, wrapper: Any) -> None:
 
 def uninstrument_litellm() -> None:
     """Restore the original litellm functions, and the globals rebound to them; safe twice."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
@@ -123,7 +116,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> SpanRecorder | N
 def _sync_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:
@@ -143,7 +136,7 @@ def _sync_call(
 async def _async_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return await wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:

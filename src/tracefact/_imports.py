@@ -1,13 +1,15 @@
-"""Optional dependencies: importing them, and saying how to install them when they are missing.
+"""Optional dependencies, imported on first use with the settings tracefact needs.
 
-The package is not on a public index, so the hint gives both the install command for a
-released wheel and the one that works from a clone of the repository.
+A missing one is a `MissingExtraError` that names the extra to install. The package is
+not on a public index, so the hint gives the command for a wheel and for a clone.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
+from typing import Any
 
 from tracefact.evaluators.base import EvaluationError
 
@@ -18,7 +20,7 @@ def install_hint(extra: str) -> str:
 
 
 class MissingExtraError(EvaluationError, ImportError):
-    """An optional dependency is not installed; permanent until it is, so never retried."""
+    """An optional dependency is not installed: permanent until it is, so never retried."""
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(f"{module} is not installed; install the extra: {install_hint(extra)}")
@@ -34,3 +36,18 @@ def import_extra(module: str, extra: str) -> ModuleType:
         if exc.name != module.partition(".")[0]:
             raise  # the module is there but one of its own imports is broken
         raise MissingExtraError(module, extra) from exc
+
+
+def import_litellm() -> Any:
+    """litellm, which never reaches the network on import.
+
+    Importing litellm costs seconds, so it happens only when a judge or the litellm
+    instrumentation is first used; unless the user chose otherwise, litellm reads its
+    price table from the package instead of downloading it (and retrying for seconds
+    when offline).
+
+    Raises:
+        MissingExtraError: litellm is not installed (the ``litellm`` extra).
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return import_extra("litellm", "litellm")
