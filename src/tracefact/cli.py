@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from tracefact._imports import stop_litellm_worker
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
 from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
@@ -315,6 +316,7 @@ async def _evaluate_all(
         close = getattr(evaluator, "aclose", None)
         if close is not None:
             await close()
+        await stop_litellm_worker()
     return rows
 
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from tracefact._imports import stop_litellm_worker
 from tracefact._otel import suppressed_context
 
 logger = logging.getLogger("tracefact")
@@ -95,6 +96,7 @@ class Worker(Generic[Job]):
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            await stop_litellm_worker()  # its task would outlive the loop, noisily
             loop.stop()
 
         try:
