@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.pipeline.enrich import Outcome
+from tracefact.pipeline.outcome import Outcome
 
 
 class PipelineMetrics:
@@ -48,7 +49,7 @@ class PipelineMetrics:
 
         def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
             with self._counts_lock:
-                return [Observation(self._span_counts["dropped"])]
+                return [Observation(self._span_counts[semconv.STATUS_DROPPED])]
 
         meter.create_observable_counter(
             "tracefact.eval.spans",
