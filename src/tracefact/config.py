@@ -11,9 +11,11 @@ EXPORTER_NAMES = ("otlp", "console", "none")
 
 
 class Settings(BaseSettings, PipelineOptions):
-    """Every option readable from the environment: `TRACEFACT_SERVICE_NAME`,
-    `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON); the evaluation
-    pipeline's (`TRACEFACT_QUEUE_SIZE`, ...) are `PipelineOptions`' fields."""
+    """Every option readable from the environment.
+
+    `TRACEFACT_SERVICE_NAME`, `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON);
+    the evaluation pipeline's (`TRACEFACT_QUEUE_SIZE`, ...) are `PipelineOptions`' fields.
+    """
 
     model_config = SettingsConfigDict(env_prefix="TRACEFACT_", extra="forbid", frozen=False)
 

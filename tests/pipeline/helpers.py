@@ -17,6 +17,7 @@ from tracefact import semconv
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     ProviderError,
     RateLimitError,
 )
@@ -24,11 +25,14 @@ from tracefact.pipeline import EvaluationProcessor
 
 
 class ScriptedEvaluator:
-    """Behaves as the answer says: 'ok', 'hallucinated', 'slow:<s>', 'hang', 'error',
-    'flaky:<n>' (n transient failures, then ok), 'ratelimit', 'garbage', and, uncooperative:
-    'raise:<Name>' (a builtin or asyncio exception type, BaseExceptions included),
-    'block' (blocks the event loop until `gate` is set), 'swallow' (ignores cancellation
-    until `gate` is set), 'thread' (waits in a thread until `gate` is set)."""
+    """Behaves as the answer says.
+
+    'ok', 'hallucinated', 'slow:<s>', 'hang', 'error', 'flaky:<n>' (n transient failures, then ok),
+    'ratelimit', 'garbage', and, uncooperative: 'raise:<Name>' (a builtin or asyncio exception
+    type, BaseExceptions included), 'block' (blocks the event loop until `gate` is set),
+    'swallow' (ignores cancellation until `gate` is set), 'thread' (waits in a thread until
+    `gate` is set).
+    """
 
     def __init__(self, name: str = "hallucination", cost: float | None = None) -> None:
         self.name = name
@@ -39,8 +43,8 @@ class ScriptedEvaluator:
         self.gate = threading.Event()
         """Releases 'block', 'swallow' and 'thread'; set it before the test ends."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "direction": "minimize"}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="scripted")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         with self._lock:

@@ -1,5 +1,8 @@
-"""Every job ends: whatever the input, the evaluator or the processor behind does, each
-span leaves with a status, its slot is freed and the time limits hold."""
+"""Every job ends, and the time limits hold.
+
+Whatever the input, the evaluator or the processor behind does, each span leaves with
+a status and its slot is freed.
+"""
 
 from __future__ import annotations
 

@@ -85,9 +85,12 @@ class Delivery:
         started: int | None = None,
         results: Sequence[EvalResult] = (),
     ) -> None:
-        """Export the job's outcome exactly once: on the span's copy if it is still held,
-        else on a carrier span; hand the results to the sinks before the slot is freed,
-        so that `force_flush` sees them. Later calls for the same job do nothing."""
+        """Export the job's outcome exactly once, then free its slot.
+
+        On the span's copy if it is still held, else on a carrier span; the results go
+        to the sinks before the slot is freed, so that `force_flush` sees them. Later
+        calls for the same job do nothing.
+        """
         if not self.slots.settle(job):
             return
         try:

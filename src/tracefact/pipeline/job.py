@@ -1,5 +1,7 @@
-"""`Job`: one sampled span on its way through evaluation, and the flags that make its
-export happen exactly once."""
+"""`Job`: one sampled span on its way through evaluation.
+
+Its flags make its export happen exactly once.
+"""
 
 from __future__ import annotations
 

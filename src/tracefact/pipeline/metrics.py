@@ -75,6 +75,7 @@ class PipelineMetrics:
         )
 
     def span_finished(self, status: str) -> None:
+        """Count a span leaving the pipeline under its final status (upstream ones too)."""
         with self._counts_lock:
             self._span_counts[status] += 1
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracefact import semconv
 from tracefact.evaluators.base import EvalResult
 
 
@@ -16,7 +17,7 @@ class Outcome:
     """One evaluator's result on one span, or why there is none."""
 
     evaluator: str
-    status: str
+    status: semconv.EvalStatus
     """ok | error | timeout"""
     result: EvalResult | None = None
     error: str | None = None

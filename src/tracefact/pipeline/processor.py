@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +27,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
+from tracefact._otel import reset_after_fork
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
@@ -97,8 +96,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._downstream = downstream
         super().__init__(downstream)
         self._reset()
-        self_ref = weakref.WeakMethod(self._reset)
-        os.register_at_fork(after_in_child=lambda: (method := self_ref()) and method())
+        reset_after_fork(self._reset)
 
     @property
     def downstream(self) -> SpanProcessor:
@@ -227,8 +225,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
             self._delivery.settle(job, status, error)  # nothing if already finished
 
     def _replace_worker(self) -> None:
-        """Swap a stuck loop for a fresh one: its running jobs end with `timeout`, those it
-        never started move to the new loop."""
+        """Swap a stuck loop for a fresh one.
+
+        Its running jobs end with `timeout`; those it never started move to the new loop.
+        """
         with self._slots.lock:
             old, new = self._worker, self._new_worker()
             self._worker = new
@@ -246,8 +246,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     # --- lifecycle --------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait for evaluations in flight, then flush downstream, then the sinks; False if
-        time ran out."""
+        """Wait for evaluations in flight, then flush downstream, then the sinks.
+
+        False if time ran out.
+        """
         deadline = time.monotonic() + timeout_millis / 1000
 
         def remaining() -> int:
@@ -258,8 +260,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         return self._fanout.force_flush(remaining) and flushed
 
     def shutdown(self) -> None:
-        """Let running evaluations finish for up to `drain_seconds`, export what is left
-        with status `shutdown`, then shut the downstream processor and the sinks down."""
+        """Let running evaluations finish for up to `drain_seconds`, then stop.
+
+        What is left is exported with status `shutdown`, then the downstream processor
+        and the sinks are shut down.
+        """
         with self._slots.lock:
             if self._closed:
                 return

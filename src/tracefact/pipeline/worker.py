@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import threading
 import time
@@ -18,8 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from opentelemetry import context as otel_context
-
+from tracefact._otel import suppressed_context
 from tracefact.pipeline.threads import DaemonThreads
 
 logger = logging.getLogger("tracefact")
@@ -27,20 +25,11 @@ logger = logging.getLogger("tracefact")
 Job = TypeVar("Job")
 
 
-def _suppressed_context() -> contextvars.Context:
-    """A context with no active span and instrumentation suppressed: evaluation never
-    traces itself (a judge's litellm call does not become an LLM span)."""
-    context = contextvars.Context()
-    suppressed = otel_context.set_value(
-        otel_context._SUPPRESS_INSTRUMENTATION_KEY, True, otel_context.Context()
-    )
-    context.run(otel_context.attach, suppressed)
-    return context
-
-
 class Worker(Generic[Job]):
-    """Runs `handle(job)` for each submitted job on a private event loop thread, at most
-    `concurrency` at once."""
+    """Runs `handle(job)` for each submitted job on a private event loop thread.
+
+    At most `concurrency` jobs run at once.
+    """
 
     def __init__(
         self, handle: Callable[[Job], Awaitable[None]], name: str, concurrency: int
@@ -54,7 +43,8 @@ class Worker(Generic[Job]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._context = _suppressed_context()
+        # Evaluation never traces itself: a judge's litellm call does not become an LLM span.
+        self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
         self._stopping = False
         self.beat_at = time.monotonic()
@@ -129,9 +119,11 @@ class Worker(Generic[Job]):
             logger.exception("tracefact: evaluation job failed")
 
     def stop(self, timeout: float) -> None:
-        """Cancel what is still running and end the thread, waiting up to `timeout` (jobs
-        not started are left in the deque; the owner accounts for every job it handed
-        over). With `timeout` 0, a stuck loop stops whenever it is freed."""
+        """Cancel what is still running and end the thread, waiting up to `timeout`.
+
+        Jobs not started are left in the deque: the owner accounts for every job it
+        handed over. With `timeout` 0, a stuck loop stops whenever it is freed.
+        """
         loop, thread = self._loop, self._thread
         self._stopping = True
         if loop is None or thread is None:
