@@ -2,8 +2,9 @@
 
 Producers, uncooperative evaluators, failing and hanging exporters, flushes,
 shutdowns, re-configures and forks, in any order. After every run each LLM span was
-handed to the exporter exactly once with a status (`dropped` ones included), and
-every shutdown ended within its deadline.
+handed to the exporter exactly once with a status (`dropped` ones included) and
+counted once in the `tracefact.eval.spans` metric, and every shutdown ended within
+its deadline.
 
 `TRACEFACT_CHAOS_EXAMPLES` sets how many runs (default: a quick round for `make test`;
 `make chaos` runs a long one).
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -107,9 +110,15 @@ class Chaos(RuleBasedStateMachine):
         self.produced: list[int] = []
         self.processor: EvaluationProcessor | None = None
         self.shutdown_overruns: list[float] = []
+        self.readers: list[InMemoryMetricReader] = []
 
     def _install(self, opts: PipelineOptions) -> None:
-        new = EvaluationProcessor(SimpleSpanProcessor(self.exporter), [self.evaluator], opts)
+        reader = InMemoryMetricReader()
+        self.readers.append(reader)
+        meters = MeterProvider(metric_readers=[reader])
+        new = EvaluationProcessor(
+            SimpleSpanProcessor(self.exporter), [self.evaluator], opts, meter_provider=meters
+        )
         old, self.switch.downstream = self.switch.downstream, new
         self._shutdown(old)
         self.processor = new
@@ -184,8 +193,11 @@ class Chaos(RuleBasedStateMachine):
                     span.set_attribute(semconv.OUTPUT_VALUE, "ok")
                     span.set_attribute(semconv.CONTEXTS, ["c"])
                 self.processor.force_flush(5000)
+                exported = child.get_finished_spans()  # attach="span": status on the carrier
                 statuses = [
-                    s.attributes.get(semconv.EVAL_STATUS) for s in child.get_finished_spans()
+                    s.attributes[semconv.EVAL_STATUS]
+                    for s in exported
+                    if s.attributes and semconv.EVAL_STATUS in s.attributes
                 ]
                 code = 0 if statuses and set(statuses) <= STATUSES else 2
             finally:
@@ -232,6 +244,20 @@ class Chaos(RuleBasedStateMachine):
                 (status,) = carried[span_id]
             assert status in STATUSES, status
             assert len(carried.get(span_id, ())) <= 1, "two carriers for one span"
+        assert sum(counted(reader) for reader in self.readers) == len(self.produced)
+
+
+def counted(reader: InMemoryMetricReader) -> int:
+    """Spans one processor counted in `tracefact.eval.spans`, over every status."""
+    data = reader.get_metrics_data()
+    return sum(
+        int(point.value)
+        for resource in (data.resource_metrics if data else ())
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "tracefact.eval.spans"
+        for point in metric.data.data_points  # type: ignore[union-attr]
+    )
 
 
 Chaos.TestCase.settings = settings(
