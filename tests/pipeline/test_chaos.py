@@ -108,7 +108,10 @@ class Chaos(RuleBasedStateMachine):
         self.provider.add_span_processor(self.switch)
         self.tracer = self.provider.get_tracer("chaos")
         self.produced: list[int] = []
+        self.after_shutdown: list[int] = []
+        """Produced behind a processor already shut down: counted, exported nowhere."""
         self.processor: EvaluationProcessor | None = None
+        self.closed = False
         self.shutdown_overruns: list[float] = []
         self.readers: list[InMemoryMetricReader] = []
 
@@ -121,7 +124,7 @@ class Chaos(RuleBasedStateMachine):
         )
         old, self.switch.downstream = self.switch.downstream, new
         self._shutdown(old)
-        self.processor = new
+        self.processor, self.closed = new, False
 
     def _shutdown(self, processor: object) -> None:
         if not isinstance(processor, EvaluationProcessor):
@@ -142,7 +145,9 @@ class Chaos(RuleBasedStateMachine):
                 span.set_attribute(semconv.OUTPUT_VALUE, output)
             if contexts:
                 span.set_attribute(semconv.CONTEXTS, ["the context"])
-            self.produced.append(span.get_span_context().span_id)
+            (self.after_shutdown if self.closed else self.produced).append(
+                span.get_span_context().span_id
+            )
 
     @rule(opts=options)
     def configure(self, opts: PipelineOptions) -> None:
@@ -173,14 +178,15 @@ class Chaos(RuleBasedStateMachine):
     @precondition(lambda self: self.processor is not None)
     @rule()
     def shutdown(self) -> None:
-        self._shutdown(self.processor)  # later spans go out with status `shutdown`
+        self._shutdown(self.processor)  # later spans are counted with status `shutdown`
+        self.closed = True
 
     @precondition(lambda self: self.processor is not None and hasattr(os, "fork"))
     @rule()
     def fork(self) -> None:
         """A forked child evaluates its own span; the parent's accounting is unaffected."""
         assert self.processor is not None
-        if self.processor._closed:
+        if self.closed:
             return
         pid = os.fork()
         if pid == 0:
@@ -244,7 +250,8 @@ class Chaos(RuleBasedStateMachine):
                 (status,) = carried[span_id]
             assert status in STATUSES, status
             assert len(carried.get(span_id, ())) <= 1, "two carriers for one span"
-        assert sum(counted(reader) for reader in self.readers) == len(self.produced)
+        total = len(self.produced) + len(self.after_shutdown)
+        assert sum(counted(reader) for reader in self.readers) == total
 
 
 def counted(reader: InMemoryMetricReader) -> int:
