@@ -36,7 +36,7 @@ test: lint
 
 # The fault-injection suite at length (make test runs a quick round of it).
 chaos: setup-dev
-	TRACEFACT_CHAOS_EXAMPLES=300 $(BIN)/pytest -q tests/pipeline/test_chaos.py
+	TRACEFACT_CHAOS_EXAMPLES=500 $(BIN)/pytest -q tests/pipeline/test_chaos.py
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -268,7 +268,7 @@ def counted(reader: InMemoryMetricReader) -> int:
 
 
 Chaos.TestCase.settings = settings(
-    max_examples=int(os.environ.get("TRACEFACT_CHAOS_EXAMPLES", "8")),
+    max_examples=int(os.environ.get("TRACEFACT_CHAOS_EXAMPLES", "20")),
     stateful_step_count=8,
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # timing-dependent: no shrinking

@@ -8,7 +8,7 @@ with a status and its slot freed.
 
 The processor wires the parts and owns their lifecycle:
 - `Admission` (application thread, `on_start`/`on_end`): sampling decision and a slot.
-- `Worker` (its own thread): runs each job on an asyncio loop.
+- `Worker` (its own thread): an asyncio loop running each job's `Evaluation`.
 - `Delivery`: exports each span exactly once, as a copy or with a carrier span.
 - `FanOut`: hands results to the result sinks.
 - `Watchdog` (its own thread): hold limits and deadlines; replaces a stuck loop.
@@ -16,7 +16,6 @@ The processor wires the parts and owns their lifecycle:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -30,14 +29,14 @@ from tracefact import semconv
 from tracefact._otel import reset_after_fork
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
-from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
+from tracefact.pipeline.cases import is_evaluable, is_llm_span
 from tracefact.pipeline.delivery import Delivery
-from tracefact.pipeline.enrich import outcome_attributes, outcome_events
+from tracefact.pipeline.evaluation import Evaluation
 from tracefact.pipeline.fanout import FanOut
 from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.options import PipelineOptions
-from tracefact.pipeline.retry import RetryPolicy, run_evaluator
+from tracefact.pipeline.retry import RetryPolicy
 from tracefact.pipeline.slots import Slots
 from tracefact.pipeline.watchdog import Watchdog
 from tracefact.pipeline.worker import Worker
@@ -129,6 +128,15 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._delivery = Delivery(
             self._downstream, options.attach, self._slots, self._fanout, self._metrics
         )
+        self._evaluation = Evaluation(
+            self.evaluators,
+            self.policy,
+            self.sampler,
+            self._metrics,
+            self._slots,
+            self._delivery,
+            self.options.timeout_seconds + self.grace_seconds,
+        )
         self._worker = self._new_worker()
         tick = min(0.1, options.max_hold_seconds / 4, self.grace_seconds / 4)
         self._watchdog = Watchdog(
@@ -142,7 +150,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
 
     def _new_worker(self) -> Worker[Job]:
-        return Worker(self._evaluate, "tracefact-evaluation", self.options.concurrency)
+        return Worker(self._evaluation.run, "tracefact-evaluation", self.options.concurrency)
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -188,42 +196,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._watchdog.start()
         worker.submit(job)
 
-    # --- evaluation loop --------------------------------------------------------------
-    async def _evaluate(self, job: Job) -> None:
-        """Run every evaluator on the job's case; the job ends whatever happens here."""
-        with self._slots.lock:  # a job moved off a stuck loop must not run twice
-            if job.done or job.deadline is not None:
-                return
-            job.deadline = time.monotonic() + self.options.timeout_seconds + self.grace_seconds
-        started = time.time_ns()
-        status, error = semconv.STATUS_ERROR, "evaluation ended without a result"
-        try:
-            case = case_from_attributes(job.span.attributes or {})
-            if case is None:
-                self._delivery.settle(job, semconv.STATUS_SKIPPED)
-                return
-            outcomes = await asyncio.gather(
-                *(run_evaluator(e, case, self.policy) for e in self.evaluators)
-            )
-            for outcome in outcomes:
-                self._metrics.evaluated(outcome)
-                if outcome.cost_usd:
-                    self.sampler.record_cost(outcome.cost_usd)
-            attributes = outcome_attributes(outcomes)
-            events = outcome_events(outcomes, time.time_ns())
-            results = [o.result for o in outcomes if o.result is not None]
-            self._delivery.finish(job, attributes, events, started, results)
-        except asyncio.CancelledError:
-            status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
-            raise
-        except GeneratorExit:  # closed (or an evaluator raised it): settled below
-            raise
-        except BaseException as exc:  # the input or the pipeline itself failed
-            logger.exception("tracefact: evaluation job failed")
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self._delivery.settle(job, status, error)  # nothing if already finished
-
+    # --- evaluation loop -------------------------------------------------------------
     def _replace_worker(self) -> None:
         """Swap a stuck loop for a fresh one.
 
