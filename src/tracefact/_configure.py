@@ -32,7 +32,7 @@ from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
-from tracefact.pipeline.processor import Attach
+from tracefact.pipeline.options import Attach
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.sinks.base import ResultSink
 
@@ -98,7 +98,7 @@ def configure(
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
-    The other options are `EvaluationProcessor`'s.
+    The other options build the pipeline's `PipelineOptions`.
     """
     global _installation, _atexit_registered
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
@@ -136,13 +136,8 @@ def configure(
         processor = EvaluationProcessor(
             processor,
             evaluators,
+            settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
-            attach=settings.attach,
-            queue_size=settings.queue_size,
-            concurrency=settings.concurrency,
-            timeout_seconds=settings.timeout_seconds,
-            max_retries=settings.max_retries,
-            max_hold_seconds=settings.max_hold_seconds,
             sinks=sinks,
             meter_provider=meter_provider,
         )

@@ -15,7 +15,7 @@ from tracefact._retry import Backoff
 from tracefact.cli import main
 from tracefact.evaluators import CredentialsError, EvalCase
 from tracefact.evaluators.judges import LLMJudge
-from tracefact.pipeline.run import RetryPolicy, run_evaluator
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
 litellm = pytest.importorskip("litellm")
 
