@@ -72,7 +72,7 @@ class _Plan:
         rest = {
             name: value
             for name, value in [*zip(self.positional, args, strict=False), *kwargs.items()]
-            if name in self.captured
+            if name in self.captured and not is_secret_name(name)  # configure may change it
         }
         if len(rest) == 1:
             return next(iter(rest.values()))
@@ -94,7 +94,7 @@ def _plan(
     contexts: str | None,
 ) -> _Plan:
     params = inspect.signature(func).parameters
-    names = [p for p in params if not is_secret_name(p)]
+    names = list(params)
     for override, what in ((input, "input"), (contexts, "contexts")):
         if override is not None and override not in params:
             raise ValueError(f"{func.__qualname__} has no parameter {override!r} for {what}=")

@@ -36,7 +36,7 @@ from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.run import RetryPolicy, run_evaluator
 from tracefact.pipeline.worker import Worker
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
-from tracefact.sampling import Always, Sampler, SpanInfo
+from tracefact.sampling import Always, Sampler, SpanInfo, safe_decide
 from tracefact.sinks.base import EvaluatedSpan, ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -138,7 +138,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         if self._closed:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SHUTDOWN)
             return
-        decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
+        decision = safe_decide(self.sampler, SpanInfo(span.context.trace_id, span.name, attributes))
         # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
@@ -159,7 +159,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
         with self._lock:
             rate = self._reserved.pop(span.context.span_id, None)
         if rate is None:  # not seen at start (e.g. an LLM span recognised only now)
-            decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
+            decision = safe_decide(
+                self.sampler, SpanInfo(span.context.trace_id, span.name, attributes)
+            )
             if not decision.sampled:
                 self._export_copy(span, semconv.STATUS_SAMPLED_OUT, decision.rate)
                 return
