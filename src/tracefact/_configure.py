@@ -33,7 +33,7 @@ from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
-from tracefact.pipeline.processor import Attach
+from tracefact.pipeline.options import Attach
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
@@ -103,8 +103,8 @@ def configure(
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
     scrubbing: secrets are replaced in everything tracefact records (default on);
     ``ScrubbingOptions(extra_patterns=[...], allow_keys=[...])`` tunes it, ``False``
-    turns it off. The other options are `EvaluationProcessor`'s. A wrong argument
-    raises TypeError or ValueError naming it.
+    turns it off. The other options build the pipeline's `PipelineOptions`. A wrong
+    argument raises TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
     validate_configure(
@@ -167,13 +167,8 @@ def configure(
         processor = EvaluationProcessor(
             processor,
             evaluators,
+            settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
-            attach=settings.attach,
-            queue_size=settings.queue_size,
-            concurrency=settings.concurrency,
-            timeout_seconds=settings.timeout_seconds,
-            max_retries=settings.max_retries,
-            max_hold_seconds=settings.max_hold_seconds,
             sinks=sinks,
             meter_provider=meter_provider,
         )

@@ -153,7 +153,7 @@ async def _evaluate_all(
     evaluator: Evaluator, records: list[dict[str, Any]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """N workers pull records; each result line is written and flushed as it completes."""
-    from tracefact.pipeline.run import RetryPolicy, run_evaluator
+    from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
     policy = RetryPolicy(timeout_seconds=args.timeout, max_retries=args.retries)
     pending = iter(records)

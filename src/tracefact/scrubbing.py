@@ -18,6 +18,7 @@ they are. The module is a leaf: instrumentation and the pipeline both use it.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -187,7 +188,8 @@ def _luhn(candidate: str) -> bool:
 
 def valid_utf8(text: str) -> str:
     """The text with lone surrogates replaced: OTLP's encoder drops a span's attribute
-    that is not valid UTF-8, and results must never be lost that way."""
+    that is not valid UTF-8, and results must never be lost that way.
+    """
     if text.isascii():
         return text
     try:
@@ -219,8 +221,30 @@ def current_scrubber() -> Scrubber | None:
 
 def clean_text(text: str) -> str:
     """Text tracefact writes outside recorded content (errors, explanations, logs):
-    scrubbed and valid UTF-8."""
+    scrubbed and valid UTF-8.
+    """
     scrubber = _current
     if scrubber is not None:
         text = scrubber.scrub_text(text)[0]
     return valid_utf8(text)
+
+
+class ScrubbingFilter(logging.Filter):
+    """Scrubs tracefact's own log records (message and traceback) before any handler
+    sees them: a logged provider error may quote a key.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record in place; never drops it."""
+        if _current is None:
+            return True
+        try:
+            record.msg, record.args = clean_text(record.getMessage()), None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = clean_text(logging.Formatter().formatException(record.exc_info))
+        except Exception:  # a log line is never worth an exception
+            pass
+        return True
+
+
+logging.getLogger("tracefact").addFilter(ScrubbingFilter())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import islice
@@ -74,7 +73,8 @@ def to_text(value: Any, where: str = "", scrubbed: list[str] | None = None) -> t
 def finish(text: str, options: CaptureOptions, where: str, scrubbed: list[str]) -> str:
     """Apply the user's redactor, the scrubber (noting `where` in `scrubbed` when it
     replaced something), then the length limit (with a visible marker), and makes it
-    valid UTF-8."""
+    valid UTF-8.
+    """
     if options.redact is not None:
         try:
             text = str(options.redact(text))

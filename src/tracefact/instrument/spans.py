@@ -144,7 +144,8 @@ class SpanRecorder:
 
     def _record_output(self, output: Any) -> None:
         """The output; for an LLM span, one that is not text is marked instead of being
-        judged as an answer (None is not "null", a coroutine is not its repr)."""
+        judged as an answer (None is not "null", a coroutine is not its repr).
+        """
         if self.kind == "llm" and (output is None or isinstance(output, _NOT_TEXT)):
             kind = type(output).__name__
             if inspect.iscoroutine(output):
