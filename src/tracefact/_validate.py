@@ -65,7 +65,7 @@ def _count(minimum: int) -> Callable[[str, Any], None]:
 def _seconds(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _type_error(name, "a number of seconds", value)
-    if not value > 0:
+    if not float(value) > 0:
         raise ValueError(f"configure({name}=...) must be positive, not {value}")
 
 

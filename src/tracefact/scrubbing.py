@@ -18,6 +18,7 @@ they are. The module is a leaf: instrumentation and the pipeline both use it.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 from collections.abc import Collection, Sequence
@@ -146,7 +147,7 @@ class Scrubber:
             return False
         if words[-1] in _SECRET_LAST_WORDS or any(w in _SECRET_WORDS for w in words):
             return True
-        return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:], strict=False))
+        return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
     def scrub_text(self, text: str) -> tuple[str, bool]:
         """The text with secret-shaped parts replaced, and whether anything was."""
@@ -187,8 +188,10 @@ def _luhn(candidate: str) -> bool:
 
 
 def valid_utf8(text: str) -> str:
-    """The text with lone surrogates replaced: OTLP's encoder drops a span's attribute
-    that is not valid UTF-8, and results must never be lost that way.
+    """The text with lone surrogates replaced.
+
+    OTLP's encoder drops a span's attribute that is not valid UTF-8, and results
+    must never be lost that way.
     """
     if text.isascii():
         return text
@@ -220,8 +223,9 @@ def current_scrubber() -> Scrubber | None:
 
 
 def clean_text(text: str) -> str:
-    """Text tracefact writes outside recorded content (errors, explanations, logs):
-    scrubbed and valid UTF-8.
+    """Scrub text tracefact writes besides recorded content and make it valid UTF-8.
+
+    For errors, explanations and log lines.
     """
     scrubber = _current
     if scrubber is not None:
@@ -230,8 +234,9 @@ def clean_text(text: str) -> str:
 
 
 class ScrubbingFilter(logging.Filter):
-    """Scrubs tracefact's own log records (message and traceback) before any handler
-    sees them: a logged provider error may quote a key.
+    """Scrubs tracefact's own log records (message and traceback) for every handler.
+
+    A logged provider error may quote a key.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -71,9 +71,10 @@ def to_text(value: Any, where: str = "", scrubbed: list[str] | None = None) -> t
 
 
 def finish(text: str, options: CaptureOptions, where: str, scrubbed: list[str]) -> str:
-    """Apply the user's redactor, the scrubber (noting `where` in `scrubbed` when it
-    replaced something), then the length limit (with a visible marker), and makes it
-    valid UTF-8.
+    """Apply the redactor, the scrubber, the length limit, and make the text valid UTF-8.
+
+    `where` is appended to `scrubbed` when the scrubber replaced something; a cut
+    text keeps a visible marker.
     """
     if options.redact is not None:
         try:

@@ -143,8 +143,9 @@ class SpanRecorder:
         span.end()
 
     def _record_output(self, output: Any) -> None:
-        """The output; for an LLM span, one that is not text is marked instead of being
-        judged as an answer (None is not "null", a coroutine is not its repr).
+        """Record the output; an LLM span's output that is not text is only marked.
+
+        None is not the answer "null", and a coroutine is not its repr.
         """
         if self.kind == "llm" and (output is None or isinstance(output, _NOT_TEXT)):
             kind = type(output).__name__
