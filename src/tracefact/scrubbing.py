@@ -90,7 +90,7 @@ _VALUE_PATTERNS = (
     # ``password=hunter2``, ``"api_key": "..."``, ``secret: ...``
     r"(?i:(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|access[_\-]?token|"
     r"auth[_\-]?token|client[_\-]?secret|private[_\-]?key)[\"']?\s*[:=]\s*[\"']?)"
-    r"([^\s\"',;&}]{3,})",
+    r"(?!\[(?:REDACTED|SCRUBBED)\])([^\s\"',;&}]{3,})",
     r"\b\d{3}-\d{2}-\d{4}\b",  # US social security number
     r"\b(?:\d[ \-]?){12,18}\d\b",  # card number (checked with Luhn below)
 )
@@ -129,11 +129,8 @@ class Scrubber:
         extra = [re.compile(p, re.IGNORECASE) for p in options.extra_patterns]
         self._extra_names = extra
         self._gates = () if extra else _MAYBE_SECRET  # a user's pattern may need anything
-        self._values = re.compile(
-            "|".join([*(f"(?:{p})" for p in _VALUE_PATTERNS), *(f"(?i:{p})" for p in extra)])
-            if extra
-            else "|".join(f"(?:{p})" for p in _VALUE_PATTERNS)
-        )
+        patterns = [*_VALUE_PATTERNS, *(f"(?i:{p})" for p in options.extra_patterns)]
+        self._values = re.compile("|".join(f"(?:{p})" for p in patterns))
         self.is_secret_name = functools.lru_cache(maxsize=_NAME_CACHE_SIZE)(self._secret_name)
 
     def _secret_name(self, name: str) -> bool:

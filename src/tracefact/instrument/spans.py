@@ -270,8 +270,11 @@ def _exception_text(
     recorded text (a provider's error may quote the prompt).
     """
     name = type(exc).__name__
-    if not options.capture_content:
-        frames = "".join(traceback.format_tb(exc.__traceback__))
+    if not options.capture_content:  # where it happened, without source lines or values
+        frames = "".join(
+            f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n'
+            for frame in traceback.extract_tb(exc.__traceback__)
+        )
         return WITHHELD, f"Traceback (most recent call last):\n{frames}{name}: {WITHHELD}"
     try:
         message = str(exc)
