@@ -94,8 +94,13 @@ _VALUE_PATTERNS = (
     r"\b\d{3}-\d{2}-\d{4}\b",  # US social security number
     r"\b(?:\d[ \-]?){12,18}\d\b",  # card number (checked with Luhn below)
 )
-# Every default value pattern needs one of these: a cheap test that most prose fails.
-_MAYBE_SECRET = (re.compile(r"[0-9:=_/+\-]"), re.compile(r"[A-Za-z0-9]{12}"))
+# Every default value pattern starts with one of these literals or digit shapes, or
+# needs one of the trigger words: cheap tests that most prose fails, so the full
+# pattern runs only on likely secrets.
+_SHAPES = re.compile(
+    r"sk-|[sr]k_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox|eyJ|\d{3}-\d{2}-\d{4}|\d(?:[ \-]?\d){12}"
+)
+_TRIGGERS = ("pass", "pwd", "secret", "key", "token", "bearer", "basic", "://", "-----begin")
 _CARD = re.compile(r"(?:\d[ \-]?){12,18}\d")
 _NAME_CACHE_SIZE = 4096
 
@@ -128,7 +133,7 @@ class Scrubber:
         self._allowed = frozenset(key.lower() for key in options.allow_keys)
         extra = [re.compile(p, re.IGNORECASE) for p in options.extra_patterns]
         self._extra_names = extra
-        self._gates = () if extra else _MAYBE_SECRET  # a user's pattern may need anything
+        self._prefilter = not extra  # a user's pattern may match anything
         patterns = [*_VALUE_PATTERNS, *(f"(?i:{p})" for p in options.extra_patterns)]
         self._values = re.compile("|".join(f"(?:{p})" for p in patterns))
         self.is_secret_name = functools.lru_cache(maxsize=_NAME_CACHE_SIZE)(self._secret_name)
@@ -148,9 +153,8 @@ class Scrubber:
 
     def scrub_text(self, text: str) -> tuple[str, bool]:
         """The text with secret-shaped parts replaced, and whether anything was."""
-        gates = self._gates
-        if gates and not (gates[0].search(text) or gates[1].search(text)):
-            return text, False  # the common case for prose: two cheap scans, no copy
+        if self._prefilter and not _maybe_secret(text):
+            return text, False  # the common case for prose: cheap scans, no copy
         if self._values.search(text) is None:
             return text, False
         changed = False
@@ -172,6 +176,13 @@ class Scrubber:
 
         scrubbed = self._values.sub(replace, text)
         return scrubbed, changed
+
+
+def _maybe_secret(text: str) -> bool:
+    if _SHAPES.search(text) is not None:
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _TRIGGERS)
 
 
 def _luhn(candidate: str) -> bool:
