@@ -90,7 +90,7 @@ def finish(text: str, options: CaptureOptions, where: str, scrubbed: list[str]) 
     limit = options.max_attribute_length
     if len(text) > limit:
         text = text[:limit] + TRUNCATION_MARKER.format(len(text) - limit)
-    return valid_utf8(text)
+    return text if text.isascii() else valid_utf8(text)
 
 
 def fingerprint(text: str) -> tuple[int, str]:
