@@ -37,7 +37,7 @@ from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.run import RetryPolicy, run_evaluator
 from tracefact.pipeline.worker import Worker
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
-from tracefact.sampling import Always, Sampler, SpanInfo
+from tracefact.sampling import Always, Decision, Sampler, SpanInfo
 from tracefact.sinks.base import EvaluatedSpan, ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -51,11 +51,12 @@ HELD_TOO_LONG = (
 class _Job:
     """One sampled span on its way through evaluation."""
 
-    __slots__ = ("done", "ended", "exported", "sample_rate", "span", "timer")
+    __slots__ = ("decision", "done", "ended", "exported", "sample_rate", "span", "timer")
 
-    def __init__(self, span: ReadableSpan, sample_rate: float, exported: bool) -> None:
+    def __init__(self, span: ReadableSpan, decision: Decision, exported: bool) -> None:
         self.span = span
-        self.sample_rate = sample_rate
+        self.decision = decision
+        self.sample_rate = decision.rate
         self.ended = time.monotonic()
         self.exported = exported
         """The span (original or a copy) has gone downstream; results need a carrier."""
@@ -124,7 +125,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
         self._lock = threading.Lock()  # guards the fields below; never held while exporting
         self._idle = threading.Condition(self._lock)
-        self._reserved: dict[int, float] = {}  # span id -> sample rate of open sampled spans
+        self._reserved: dict[int, Decision] = {}  # span id -> decision of open sampled spans
         self._held = 0  # reserved + submitted and unfinished jobs
         self._jobs: set[_Job] = set()
         self._closed = False
@@ -144,7 +145,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif self._reserve(span.context.span_id, decision.rate) is None:
+        elif not self._reserve(span.context.span_id, decision):
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_DROPPED)
         else:
             span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
@@ -159,43 +160,52 @@ class EvaluationProcessor(WrapperSpanProcessor):
             self._export(span, status)
             return
         with self._lock:
-            rate = self._reserved.pop(span.context.span_id, None)
-        if rate is None:  # not seen at start (e.g. an LLM span recognised only now)
+            reserved = self._reserved.pop(span.context.span_id, None)
+        if reserved is None:  # not seen at start (e.g. an LLM span recognised only now)
             decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
             if not decision.sampled:
                 self._export_copy(span, semconv.STATUS_SAMPLED_OUT, decision.rate)
                 return
-            rate = self._reserve(None, decision.rate)
-            if rate is None:
+            if not self._reserve(None, decision):
                 self._export_copy(span, semconv.STATUS_DROPPED, decision.rate)
                 return
+            reserved = decision
         if self._closed or not is_evaluable(attributes):
-            self._release()
+            self._release(decision=reserved)
             status = semconv.STATUS_SHUTDOWN if self._closed else semconv.STATUS_SKIPPED
-            self._export_copy(span, status, rate)
+            self._export_copy(span, status, reserved.rate)
             return
-        job = _Job(span, rate, exported=self.attach == "span")
+        job = _Job(span, reserved, exported=self.attach == "span")
         with self._lock:
             self._jobs.add(job)
         if job.exported:
             self.downstream.on_end(span)
         self._worker.submit(job)
 
-    def _reserve(self, span_id: int | None, rate: float) -> float | None:
+    def _reserve(self, span_id: int | None, decision: Decision) -> bool:
+        """Take a slot for a sampled span; without one the sampler gets its decision back."""
         with self._lock:
-            if self._held >= self.queue_size:
-                return None
-            self._held += 1
-            if span_id is not None:
-                self._reserved[span_id] = rate
-            return rate
+            reserved = self._held < self.queue_size
+            if reserved:
+                self._held += 1
+                if span_id is not None:
+                    self._reserved[span_id] = decision
+        if not reserved:
+            self.sampler.settle(decision, None)
+        return reserved
 
-    def _release(self, job: _Job | None = None) -> None:
+    def _release(
+        self, job: _Job | None = None, decision: Decision | None = None, usd: float | None = None
+    ) -> None:
+        """Free a slot and settle its sampling decision (with the cost, when known)."""
         with self._lock:
             self._held -= 1
             if job is not None:
                 self._jobs.discard(job)
             self._idle.notify_all()
+        decision = job.decision if job is not None else decision
+        if decision is not None:
+            self.sampler.settle(decision, usd)
 
     def _export(self, span: ReadableSpan, status: str) -> None:
         self._metrics.span_finished(status)
@@ -233,12 +243,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 job.timer.cancel()
         for outcome in outcomes:
             self._metrics.evaluated(outcome)
-            if outcome.cost_usd:
-                self.sampler.record_cost(outcome.cost_usd)
         attributes = outcome_attributes(outcomes)
         events = outcome_events(outcomes, time.time_ns())
         results = [o.result for o in outcomes if o.result is not None]
-        self._finish(job, attributes, events, started, results)
+        priced = [o for o in outcomes if o.cost_usd or o.status == semconv.STATUS_OK]
+        cost = sum(o.cost_usd or 0.0 for o in priced) if priced else None
+        self._finish(job, attributes, events, started, results, cost)
 
     def _hold_expired(self, job: _Job) -> None:
         with self._lock:
@@ -256,6 +266,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         events: list[Event],
         started: int,
         results: Sequence[EvalResult] = (),
+        cost_usd: float | None = None,
     ) -> None:
         """Export the job's results exactly once: on the span's copy if it is still
         held, else on a carrier span; then hand them to the sinks, before the job counts
@@ -277,7 +288,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
             else:
                 self.downstream.on_end(carrier)  # the span was counted as timeout
         self._publish(job.span, results)
-        self._release(job)
+        self._release(job, usd=cost_usd)
 
     def _publish(self, span: ReadableSpan, results: Sequence[EvalResult]) -> None:
         assert span.context is not None, "only spans with a context are evaluated"
