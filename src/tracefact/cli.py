@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tracefact.evaluators.base import EvalCase, Evaluator
-from tracefact.evaluators.metrics import Confusion, by_group
+from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import JUDGES, SPECS, from_spec
 
 
@@ -74,7 +74,7 @@ def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     evaluator = from_spec(spec, api_base)
     if spec.strip().partition(":")[0] in JUDGES:
         # The command owns its process: litellm's banner on every failed call is noise here.
-        from tracefact.evaluators._litellm import import_litellm
+        from tracefact._imports import import_litellm
 
         import_litellm().suppress_debug_info = True
     return evaluator
@@ -205,7 +205,7 @@ def _ends_torn(path: Path) -> bool:
 
 
 def _progress(total: int) -> Callable[..., None]:
-    """tqdm when it is installed, else a counter on stderr."""
+    """Tqdm when it is installed, else a counter on stderr."""
     try:
         tqdm = importlib.import_module("tqdm").tqdm
     except ImportError:

@@ -11,8 +11,10 @@ EXPORTER_NAMES = ("otlp", "console", "none")
 
 
 class Settings(BaseSettings):
-    """Every option readable from the environment: `TRACEFACT_SERVICE_NAME`,
-    `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON)."""
+    """Every option readable from the environment.
+
+    `TRACEFACT_SERVICE_NAME`, `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON).
+    """
 
     model_config = SettingsConfigDict(env_prefix="TRACEFACT_", extra="forbid")
 

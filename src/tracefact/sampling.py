@@ -85,8 +85,11 @@ class Never(Sampler):
 
 
 class Ratio(Sampler):
-    """A fixed share of traces, decided on the trace id exactly as OpenTelemetry's
-    `TraceIdRatioBased` does, so the SDK, the collector and the tracer agree."""
+    """A fixed share of traces, decided on the trace id.
+
+    Decided exactly as OpenTelemetry's `TraceIdRatioBased` does, so that tracefact and
+    the tracer's own sampler agree on a trace.
+    """
 
     def __init__(self, rate: float) -> None:
         if not 0.0 <= rate <= 1.0:

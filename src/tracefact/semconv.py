@@ -6,6 +6,8 @@ they exist, so a rename upstream is a one-line change here.
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 from openinference.semconv.trace import (
     DocumentAttributes,
     OpenInferenceSpanKindValues,
@@ -69,18 +71,22 @@ EVAL_COST_USD = "tracefact.eval.cost_usd"
 EVAL_ERROR = "tracefact.eval.error"
 """Why the status is not ok, in a few words (timeout, error, dropped...)."""
 
-STATUS_OK = "ok"
-STATUS_SKIPPED = "skipped"
-STATUS_SAMPLED_OUT = "sampled_out"
-STATUS_DROPPED = "dropped"
-STATUS_TIMEOUT = "timeout"
-STATUS_ERROR = "error"
-STATUS_SHUTDOWN = "shutdown"
+EvalStatus = Literal["ok", "skipped", "sampled_out", "dropped", "timeout", "error", "shutdown"]
+"""The values of `tracefact.eval.status`: why a span has, or has not, a result."""
+STATUS_OK: Final = "ok"
+STATUS_SKIPPED: Final = "skipped"
+STATUS_SAMPLED_OUT: Final = "sampled_out"
+STATUS_DROPPED: Final = "dropped"
+STATUS_TIMEOUT: Final = "timeout"
+STATUS_ERROR: Final = "error"
+STATUS_SHUTDOWN: Final = "shutdown"
 
 
 def eval_attribute(evaluator_name: str, field: str) -> str:
-    """`tracefact.eval.{evaluator_name}.{field}`: label, score, explanation, evaluator,
-    unsupported, status."""
+    """`tracefact.eval.{evaluator_name}.{field}`.
+
+    Label, score, explanation, evaluator, unsupported, status.
+    """
     return f"tracefact.eval.{evaluator_name}.{field}"
 
 
@@ -93,8 +99,10 @@ GEN_AI_EVALUATION_EXPLANATION = gen_ai.GEN_AI_EVALUATION_EXPLANATION
 
 
 def openinference_evaluation(index: int, field: str) -> str:
-    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`
-    (name, score, label, explanation)."""
+    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`.
+
+    Fields: name, score, label, explanation, annotator_kind.
+    """
     return f"evaluations.{index}.evaluation.{field}"
 
 

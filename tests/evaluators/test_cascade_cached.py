@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -12,6 +11,7 @@ from tracefact.evaluators import (
     EvalCase,
     EvalResult,
     Evaluator,
+    EvaluatorDescription,
     InvalidCaseError,
     ProviderError,
 )
@@ -40,8 +40,10 @@ class Scripted:
         self.error = error
         self.calls = 0
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "evaluator": self.tag, "score": self.score}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name, evaluator=self.tag, settings={"score": self.score}
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         self.calls += 1
@@ -97,7 +99,7 @@ async def test_predicate_decides_escalation() -> None:
     cascade = Cascade(first, then, escalate=lambda r: r.raw["from"] == "cheap", name="grounded")
     result = await cascade.evaluate(CASE)
     assert (result.name, result.evaluator) == ("grounded", "cascade(cheap -> judge)")
-    assert cascade.describe()["first"]["evaluator"] == "cheap"
+    assert cascade.describe().settings["first"]["evaluator"] == "cheap"
     with pytest.raises(ValueError, match="band"):
         Cascade(first, then, escalate=(0.9, 0.1))
 

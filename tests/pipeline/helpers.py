@@ -16,6 +16,7 @@ from tracefact import semconv
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     ProviderError,
     RateLimitError,
 )
@@ -23,8 +24,11 @@ from tracefact.pipeline import EvaluationProcessor
 
 
 class ScriptedEvaluator:
-    """Behaves as the answer says: 'ok', 'hallucinated', 'slow:<s>', 'hang', 'error',
-    'flaky:<n>' (n transient failures, then ok), 'ratelimit', 'garbage'."""
+    """Behaves as the answer says.
+
+    'ok', 'hallucinated', 'slow:<s>', 'hang', 'error', 'flaky:<n>' (n transient failures, then ok),
+    'ratelimit', 'garbage'.
+    """
 
     def __init__(self, name: str = "hallucination", cost: float | None = None) -> None:
         self.name = name
@@ -33,8 +37,8 @@ class ScriptedEvaluator:
         self._failures: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "direction": "minimize"}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="scripted")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         with self._lock:

@@ -9,16 +9,16 @@ downloads a price table.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
-from tracefact._http import retry_after_seconds
+from tracefact._imports import import_litellm
+from tracefact._otel import suppress_instrumentation
+from tracefact._retry import is_transient_status, retry_after_seconds
 from tracefact.evaluators.base import (
     BadReplyError,
     EvaluationTimeout,
@@ -30,14 +30,6 @@ Reply = TypeVar("Reply", bound=BaseModel)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def import_litellm() -> Any:
-    """litellm, with its offline price table unless the user chose otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
 
 
 @dataclass(frozen=True)
@@ -79,15 +71,11 @@ async def ask_json(
     if "response_format" not in kwargs and _supports_json_mode(litellm, model):
         kwargs["response_format"] = {"type": "json_object"}
     # Suppressed so that a judge's own call never becomes a traced, evaluated LLM span.
-    token = otel_context.attach(
-        otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
-    )
-    try:
-        response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
-    except _provider_errors(litellm) as exc:
-        raise _map_error(litellm, exc) from exc
-    finally:
-        otel_context.detach(token)
+    with suppress_instrumentation():
+        try:
+            response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
+        except _provider_errors(litellm) as exc:
+            raise _map_error(litellm, exc) from exc
     cost = _cost(litellm, response)
     try:
         text = _reply_text(response)
@@ -186,7 +174,7 @@ def _provider_errors(litellm: Any) -> tuple[type[Exception], ...]:
 
 
 def _map_error(litellm: Any, exc: Exception) -> Exception:
-    """litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
+    """Litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
     errors = litellm.exceptions
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
@@ -197,7 +185,7 @@ def _map_error(litellm: Any, exc: Exception) -> Exception:
         return EvaluationTimeout(message)
     if isinstance(exc, errors.APIConnectionError):
         return ProviderError(message, transient=True)
-    transient = status is not None and (status >= 500 or status in (408, 409))
+    transient = status is not None and (is_transient_status(status) or status == 409)
     return ProviderError(message, status_code=status, transient=transient)
 
 

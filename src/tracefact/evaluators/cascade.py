@@ -22,6 +22,7 @@ from tracefact.evaluators.base import (
     EvalResult,
     EvaluationError,
     Evaluator,
+    EvaluatorDescription,
 )
 
 Escalation = tuple[float, float] | Callable[[EvalResult], bool]
@@ -62,20 +63,20 @@ class Cascade:
         flagged = self.escalate_flagged and result.label == HALLUCINATED
         return flagged or low <= result.score <= high
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EvaluatorDescription:
         if callable(self.escalate):
             rule: Any = getattr(self.escalate, "__qualname__", repr(self.escalate))
         else:
             rule = {"band": list(self.escalate), "flagged": self.escalate_flagged}
-        return {
-            "name": self.name,
-            "evaluator": "cascade",
-            "first": self.first.describe(),
-            "then": self.then.describe(),
-            "escalate": rule,
-            "direction": "minimize",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator="cascade",
+            settings={
+                "first": self.first.describe().model_dump(mode="json"),
+                "then": self.then.describe().model_dump(mode="json"),
+                "escalate": rule,
+            },
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
@@ -85,7 +86,7 @@ class Cascade:
             if error.transient:
                 raise
             failed = {"error": f"{type(error).__name__}: {error}"}
-            tag = self.first.describe().get("evaluator", self.first.name)
+            tag = self.first.describe().evaluator
             return await self._escalated(case, started, tag, error.cost_usd, failed)
         if not self.should_escalate(first):
             return first.model_copy(

@@ -8,7 +8,6 @@ instrumentation is suppressed (tracefact's own judges) are not.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -18,6 +17,8 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from tracefact._imports import import_litellm
+from tracefact._otel import is_suppressed
 from tracefact.instrument.spans import SpanRecorder, start_span
 
 logger = logging.getLogger("tracefact")
@@ -26,21 +27,9 @@ _PATCHED = ("completion", "acompletion")
 _lock = threading.Lock()  # instrument/uninstrument may race from several threads
 
 
-def _suppressed() -> bool:
-    return bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
-
-
-def _import_litellm() -> Any:
-    # litellm downloads its price table at import unless told otherwise.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
-
-
 def instrument_litellm() -> None:
     """Wrap `litellm.completion` and `litellm.acompletion`; calling it again does nothing."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
@@ -52,7 +41,7 @@ def instrument_litellm() -> None:
 
 def uninstrument_litellm() -> None:
     """Restore the original litellm functions; safe when not instrumented."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
@@ -84,7 +73,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> SpanRecorder | N
 def _sync_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:
@@ -104,7 +93,7 @@ def _sync_call(
 async def _async_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return await wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:

@@ -30,7 +30,7 @@ class Outcome:
     """One evaluator's result on one span, or why there is none."""
 
     evaluator: str
-    status: str
+    status: semconv.EvalStatus
     """ok | error | timeout"""
     result: EvalResult | None = None
     error: str | None = None
@@ -43,8 +43,8 @@ class Outcome:
         return self.result.cost_usd if self.result is not None else self.spent_usd
 
 
-def overall_status(outcomes: Sequence[Outcome]) -> str:
-    """ok when every evaluator succeeded; else the worst: timeout before error."""
+def overall_status(outcomes: Sequence[Outcome]) -> semconv.EvalStatus:
+    """Ok when every evaluator succeeded; else the worst: timeout before error."""
     statuses = {o.status for o in outcomes}
     if statuses <= {semconv.STATUS_OK}:
         return semconv.STATUS_OK
@@ -110,8 +110,10 @@ def outcome_events(outcomes: Iterable[Outcome], timestamp: int) -> list[Event]:
 def copy_with(
     span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] = ()
 ) -> ReadableSpan:
-    """The same span (ids, parent, times, status, events, links, resource, scope) with
-    attributes and events added."""
+    """The same span with attributes and events added.
+
+    Ids, parent, times, status, events, links, resource and scope are kept.
+    """
     merged = dict(span.attributes or {})
     merged.update(attributes)
     return ReadableSpan(
@@ -137,8 +139,10 @@ def carrier_span(
     start_time: int,
     end_time: int,
 ) -> ReadableSpan:
-    """An EVALUATOR span carrying results for an already exported span: its child in the
-    same trace, with exactly one link to it."""
+    """An EVALUATOR span carrying results for an already exported span.
+
+    Its child in the same trace, with exactly one link to it.
+    """
     target = evaluated.context
     assert target is not None, "an ended SDK span always has a context"
     context = SpanContext(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.pipeline.enrich import Outcome
 
@@ -48,7 +49,7 @@ class PipelineMetrics:
 
         def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
             with self._counts_lock:
-                return [Observation(self._span_counts["dropped"])]
+                return [Observation(self._span_counts[semconv.STATUS_DROPPED])]
 
         meter.create_observable_counter(
             "tracefact.eval.spans",
@@ -74,6 +75,7 @@ class PipelineMetrics:
         )
 
     def span_finished(self, status: str) -> None:
+        """Count a span leaving the pipeline under its final status (upstream ones too)."""
         with self._counts_lock:
             self._span_counts[status] += 1
 

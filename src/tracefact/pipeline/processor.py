@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -30,6 +28,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
+from tracefact._otel import reset_after_fork
 from tracefact.evaluators.base import EvalResult, Evaluator
 from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
 from tracefact.pipeline.enrich import carrier_span, copy_with, outcome_attributes, outcome_events
@@ -118,8 +117,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.sinks = tuple(sinks)
         self._metrics = PipelineMetrics(lambda: self._held, meter_provider)
         self._reset()
-        self_ref = weakref.WeakMethod(self._reset)
-        os.register_at_fork(after_in_child=lambda: (method := self_ref()) and method())
+        reset_after_fork(self._reset)
 
     def _reset(self) -> None:
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
@@ -268,9 +266,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         results: Sequence[EvalResult] = (),
         cost_usd: float | None = None,
     ) -> None:
-        """Export the job's results exactly once: on the span's copy if it is still
-        held, else on a carrier span; then hand them to the sinks, before the job counts
-        as finished so that `force_flush` sees them."""
+        """Export the job's results exactly once.
+
+        On the span's copy if it is still held, else on a carrier span; then hand them to the sinks,
+        before the job counts as finished so that `force_flush` sees them.
+        """
         with self._lock:
             if job.done:  # shutdown already accounted for it
                 return
@@ -302,8 +302,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     # --- lifecycle --------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait for evaluations in flight, then flush downstream, then the sinks; False if
-        time ran out."""
+        """Wait for evaluations in flight, then flush downstream, then the sinks.
+
+        False if time ran out.
+        """
         deadline = time.monotonic() + timeout_millis / 1000
 
         def remaining() -> int:
@@ -317,8 +319,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         return flushed
 
     def shutdown(self) -> None:
-        """Let running evaluations finish for up to `drain_seconds`, export what is left
-        with status `shutdown`, then shut the downstream processor down."""
+        """Let running evaluations finish for up to `drain_seconds`, then stop.
+
+        What is left is exported with status `shutdown`, then the downstream processor
+        is shut down.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -336,7 +341,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._export_copy(job.span, semconv.STATUS_SHUTDOWN, job.sample_rate)
             elif self.attach == "span":
                 now = time.time_ns()
-                self._export(carrier_span(job.span, attributes, [], now, now), "shutdown")
+                self._export(
+                    carrier_span(job.span, attributes, [], now, now), semconv.STATUS_SHUTDOWN
+                )
             self._release(job)
         self.downstream.shutdown()
         for sink in self.sinks:

@@ -7,11 +7,11 @@ Whatever an evaluator does (raise, hang, return garbage), the caller gets an
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tracefact import semconv
+from tracefact._retry import Backoff, is_transient
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
@@ -29,21 +29,12 @@ class RetryPolicy:
 
     timeout_seconds: float = 30.0
     max_retries: int = 2
-    backoff_seconds: float = 0.5
-    max_backoff_seconds: float = 10.0
+    backoff: Backoff = field(default_factory=Backoff)
 
     def delay(self, attempt: int, error: BaseException) -> float:
-        if isinstance(error, RateLimitError) and error.retry_after is not None:
-            return min(error.retry_after, self.max_backoff_seconds)
-        cap = min(self.max_backoff_seconds, self.backoff_seconds * 2**attempt)
-        return random.uniform(0.0, cap)
-
-
-def is_transient(error: BaseException) -> bool:
-    """Worth trying again: rate limits, 5xx, lost connections."""
-    if isinstance(error, EvaluationError):
-        return error.transient
-    return isinstance(error, (ConnectionError, TimeoutError))
+        """The wait before the next attempt: the provider's Retry-After, else backoff."""
+        retry_after = error.retry_after if isinstance(error, RateLimitError) else None
+        return self.backoff.delay(attempt, retry_after)
 
 
 async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolicy) -> Outcome:
@@ -51,7 +42,7 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
     started = time.perf_counter()
 
     def outcome(
-        status: str,
+        status: semconv.EvalStatus,
         result: EvalResult | None = None,
         error: str | None = None,
         spent_usd: float | None = None,

@@ -8,29 +8,17 @@ one self-pipe write.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from opentelemetry import context as otel_context
+from tracefact._otel import suppressed_context
 
 logger = logging.getLogger("tracefact")
 
 Job = TypeVar("Job")
-
-
-def _suppressed_context() -> contextvars.Context:
-    """A context with no active span and instrumentation suppressed: evaluation never
-    traces itself (a judge's litellm call does not become an LLM span)."""
-    context = contextvars.Context()
-    suppressed = otel_context.set_value(
-        otel_context._SUPPRESS_INSTRUMENTATION_KEY, True, otel_context.Context()
-    )
-    context.run(otel_context.attach, suppressed)
-    return context
 
 
 class Worker(Generic[Job]):
@@ -44,7 +32,8 @@ class Worker(Generic[Job]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._context = _suppressed_context()
+        # Evaluation never traces itself: a judge's litellm call does not become an LLM span.
+        self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
 
     @property
@@ -93,8 +82,11 @@ class Worker(Generic[Job]):
             logger.exception("tracefact: evaluation job failed")
 
     def stop(self, timeout: float) -> None:
-        """Cancel what is still running and end the thread (jobs not started are left in
-        the deque; the owner accounts for every job it handed over)."""
+        """Cancel what is still running and end the thread.
+
+        Jobs not started are left in the deque: the owner accounts for every job it
+        handed over.
+        """
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
