@@ -53,8 +53,11 @@ class Sampler:
         raise NotImplementedError
 
     def settle(self, decision: Decision, usd: float | None) -> None:
-        """A sampled span's evaluation ended: `usd` is what it cost, None if it ended
-        without a known cost (dropped, failed, shut down). Releases what `decide` reserved."""
+        """A sampled span's evaluation ended; release what `decide` reserved.
+
+        `usd` is what it cost, None if it ended without a known cost (dropped, failed,
+        shut down).
+        """
         if usd:
             self.record_cost(usd)
 

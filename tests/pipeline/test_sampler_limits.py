@@ -27,7 +27,6 @@ def info() -> SpanInfo:
 
 def retained_bytes(sampler: Sampler, clock: FakeClock, decisions: int) -> int:
     """Bytes still allocated after `decisions` more decisions a microsecond apart."""
-
     span = info()
 
     def decide(count: int) -> None:
