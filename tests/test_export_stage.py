@@ -91,10 +91,16 @@ def in_thread(call: Callable[[], bool]) -> bool | None:
     return answers[0] if answers else None
 
 
-def test_export_queue_size_is_an_option_and_its_drops_are_counted(metrics: Metrics) -> None:
+@pytest.mark.parametrize("source", ["argument", "environment"])
+def test_export_queue_size_is_an_option_and_its_drops_are_counted(
+    metrics: Metrics, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exporter = Blocking()
+    options = {"export_queue_size": 10} if source == "argument" else {}
+    if source == "environment":
+        monkeypatch.setenv("TRACEFACT_EXPORT_QUEUE_SIZE", "10")
     tracefact.configure(
-        exporter=exporter, evaluators=[], export_queue_size=10, meter_provider=metrics.provider
+        exporter=exporter, evaluators=[], meter_provider=metrics.provider, **options
     )
     produce(100)
     exporter.released.set()

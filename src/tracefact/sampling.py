@@ -22,6 +22,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
+from tracefact._otel import reset_after_fork
+
 Attributes = Mapping[str, Any]
 
 
@@ -206,9 +208,14 @@ class Budget(Sampler):
         self._spend = _Buckets(60.0)
         self._evaluations = 0
         self._total_cost = 0.0
+        self._pass_rate = _PassRate()
+        self._forget_in_flight()
+        reset_after_fork(self._forget_in_flight)
+
+    def _forget_in_flight(self) -> None:
+        """No evaluation in flight; also run in a forked child, whose parent owns them."""
         self._in_flight = 0
         self._reserved = 0.0
-        self._pass_rate = _PassRate()
         self._lock = threading.Lock()  # decisions on app threads, costs from the worker
 
     def _expected(self) -> float | None:

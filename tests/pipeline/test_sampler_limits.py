@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 import tracemalloc
 
@@ -76,6 +77,18 @@ def test_budget_without_an_expected_cost_admits_one_at_a_time() -> None:
     assert first.sampled and not budget.decide(info()).sampled
     budget.settle(first, 0.1)  # now the cost is known: 0.1 a span, 0.9 left
     assert sum(budget.decide(info()).sampled for _ in range(20)) == 9
+
+
+def test_a_forked_child_does_not_inherit_evaluations_in_flight() -> None:
+    budget = Budget(usd_per_hour=1.0, clock=FakeClock())
+    assert budget.decide(info()).sampled  # in flight in the parent when it forks
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own budget admits again
+        os.write(write, b"1" if budget.decide(info()).sampled else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"
 
 
 def test_a_refusal_inside_a_composition_returns_the_budget_reservation() -> None:
