@@ -11,7 +11,7 @@ import atexit
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +32,7 @@ from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
-from tracefact.pipeline.processor import Attach
+from tracefact.pipeline.options import Attach
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.sinks.base import ResultSink
 
@@ -105,7 +105,7 @@ def configure(
     export_timeout_seconds: an OTLP export's deadline and how long shutdown drains.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
-    The other options are `EvaluationProcessor`'s.
+    The other options build the pipeline's `PipelineOptions`.
     """
     global _installation, _atexit_registered
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
@@ -147,13 +147,8 @@ def configure(
         processor = EvaluationProcessor(
             processor,
             evaluators,
+            settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
-            attach=settings.attach,
-            queue_size=settings.queue_size,
-            concurrency=settings.concurrency,
-            timeout_seconds=settings.timeout_seconds,
-            max_retries=settings.max_retries,
-            max_hold_seconds=settings.max_hold_seconds,
             sinks=sinks,
             meter_provider=meter_provider,
         )
@@ -171,10 +166,27 @@ def configure(
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
         if not _atexit_registered:
-            atexit.register(shutdown)
+            _register_exit_hook(shutdown)
             _atexit_registered = True
     old.shutdown()  # outside the lock: draining may take a while
     return provider
+
+
+def _register_exit_hook(hook: Callable[[], object]) -> None:
+    """Run `hook` at exit before concurrent.futures refuses new work.
+
+    A span ended just before the script exits is evaluated in the drain; the local model
+    runs in an executor, which plain `atexit` hooks are too late to use (its own hook,
+    run first, makes every submit fail). CPython's threading exit hooks run earlier, in
+    reverse order of registration, so ours runs before the executor's.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError("no threading exit hooks")
+        register(hook)
+    except RuntimeError:  # another interpreter, or already shutting down
+        atexit.register(hook)
 
 
 def _default_sampler(settings: Settings) -> Sampler:

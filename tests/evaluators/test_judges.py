@@ -29,7 +29,7 @@ from tracefact.evaluators.judges import (
     LLMJudge,
     _Verdict,
 )
-from tracefact.pipeline.run import RetryPolicy, run_evaluator
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
 EIFFEL = EvalCase(
     input="When was the Eiffel Tower completed?",

@@ -19,7 +19,7 @@ from tracefact.evaluators import (
     RateLimitError,
 )
 from tracefact.evaluators.vectara import VectaraHHEM
-from tracefact.pipeline.run import RetryPolicy, run_evaluator
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
 CASE = EvalCase(
     input="When was the tower completed?",

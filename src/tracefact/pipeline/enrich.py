@@ -8,7 +8,6 @@ evaluated span with exactly one link to it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -19,28 +18,10 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.evaluators.base import EvalResult
+from tracefact.pipeline.outcome import Outcome
 
 SCOPE = InstrumentationScope("tracefact.evaluation", __version__)
 _ids = RandomIdGenerator()
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """One evaluator's result on one span, or why there is none."""
-
-    evaluator: str
-    status: semconv.EvalStatus
-    """ok | error | timeout"""
-    result: EvalResult | None = None
-    error: str | None = None
-    latency_ms: float = 0.0
-    spent_usd: float | None = None
-    """What a failed evaluation still cost; a result carries its own cost."""
-
-    @property
-    def cost_usd(self) -> float | None:
-        return self.result.cost_usd if self.result is not None else self.spent_usd
 
 
 def overall_status(outcomes: Sequence[Outcome]) -> semconv.EvalStatus:
@@ -78,6 +59,11 @@ def outcome_attributes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         attributes[semconv.eval_attribute(prefix, "evaluator")] = result.evaluator
         if result.unsupported:
             attributes[semconv.eval_attribute(prefix, "unsupported")] = list(result.unsupported)
+        escalation_error = result.raw.get("cascade", {}).get(semconv.EVAL_FIELD_ESCALATION_ERROR)
+        if escalation_error:
+            attributes[semconv.eval_attribute(prefix, semconv.EVAL_FIELD_ESCALATION_ERROR)] = str(
+                escalation_error
+            )
         attributes[semconv.openinference_evaluation(index, "name")] = prefix
         attributes[semconv.openinference_evaluation(index, "score")] = result.score
         attributes[semconv.openinference_evaluation(index, "label")] = result.label

@@ -20,7 +20,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.pipeline.enrich import Outcome
+from tracefact.pipeline.outcome import Outcome
 
 
 class ProcessMetrics:

@@ -1,7 +1,7 @@
 """Running one evaluator on one case: deadline, retries with backoff, and no exceptions out.
 
-Whatever an evaluator does (raise, hang, return garbage), the caller gets an
-`Outcome` with a status.
+Whatever an evaluator does (raise anything, BaseExceptions included, hang, return
+garbage), the caller gets an `Outcome` with a status.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tracefact.evaluators.base import (
     Evaluator,
     RateLimitError,
 )
-from tracefact.pipeline.enrich import Outcome
+from tracefact.pipeline.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,18 @@ class RetryPolicy:
         return self.backoff.delay(attempt, retry_after)
 
 
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (Python 3.10 cannot tell: assume so)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
+
+
 async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolicy) -> Outcome:
+    """Run one evaluator on one case within the policy's deadline.
+
+    Never raises, except when the caller itself is cancelled.
+    """
     name = evaluator.name
     started = time.perf_counter()
 
@@ -50,26 +61,43 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
         latency_ms = (time.perf_counter() - started) * 1000
         return Outcome(name, status, result, error, latency_ms, spent_usd)
 
+    fallback: EvalResult | None = None  # what an error offered to keep if retries run out
+
     async def attempts() -> EvalResult:
+        nonlocal fallback
         attempt = 0
         while True:
             try:
                 result = await evaluator.evaluate(case)
+            except asyncio.CancelledError as exc:
+                if _being_cancelled():  # our deadline or shutdown: let it through
+                    raise
+                raise EvaluationError("evaluator raised CancelledError uncancelled") from exc
+            except GeneratorExit:  # the coroutine is being closed: never swallow that
+                raise
             except Exception as exc:
+                if isinstance(exc, EvaluationError) and exc.fallback is not None:
+                    fallback = exc.fallback
                 if attempt >= policy.max_retries or not is_transient(exc):
                     raise
                 await asyncio.sleep(policy.delay(attempt, exc))
                 attempt += 1
                 continue
+            except BaseException as exc:  # SystemExit & co. are the evaluator's failure only
+                raise EvaluationError(f"evaluator raised {type(exc).__name__}: {exc}") from exc
             if not isinstance(result, EvalResult):
                 raise EvaluationError(f"evaluator returned {type(result).__name__}, not EvalResult")
             return result
 
     try:
         result = await asyncio.wait_for(attempts(), policy.timeout_seconds)
-    except (asyncio.TimeoutError, EvaluationTimeout):
-        return outcome(semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s")
     except Exception as exc:
+        if fallback is not None:  # retries ran out: keep the result the error carried
+            return outcome(semconv.STATUS_OK, result=fallback)
+        if isinstance(exc, (asyncio.TimeoutError, EvaluationTimeout)):
+            return outcome(
+                semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s"
+            )
         error = f"{type(exc).__name__}: {exc}"
         return outcome(semconv.STATUS_ERROR, error=error, spent_usd=getattr(exc, "cost_usd", None))
     return outcome(semconv.STATUS_OK, result=result)
