@@ -95,6 +95,14 @@ STATUS_ERROR: Final = "error"
 STATUS_SHUTDOWN: Final = "shutdown"
 
 
+EVAL_FIELD_ESCALATION_ERROR: Final = "escalation_error"
+"""`tracefact.eval.<name>.escalation_error`: why a `Cascade`'s second evaluator failed.
+
+The result is then the first evaluator's, not escalated (its ``raw["cascade"]`` holds the
+same text under this key).
+"""
+
+
 def eval_attribute(evaluator_name: str, field: str) -> str:
     """`tracefact.eval.{evaluator_name}.{field}`.
 
@@ -122,3 +130,19 @@ def openinference_evaluation(index: int, field: str) -> str:
 ANNOTATOR_KIND = "annotator_kind"
 ANNOTATOR_LLM = "LLM"
 ANNOTATOR_CODE = "CODE"
+
+# --- tracefact metrics ------------------------------------------------------------
+METRIC_EVAL_SPANS = "tracefact.eval.spans"
+"""Counter: LLM spans by final `status`, cumulative over the process and re-configures."""
+METRIC_EVAL_DROPPED = "tracefact.eval.dropped"
+"""Counter: LLM spans not evaluated because the evaluation queue was full."""
+METRIC_EVAL_QUEUE_DEPTH = "tracefact.eval.queue.depth"
+"""Gauge: sampled spans held for evaluation, over every live pipeline."""
+METRIC_EXPORT_DROPPED = "tracefact.export.dropped"
+"""Counter: spans that never reached an exporter, by `reason` (EXPORT_DROP_*)."""
+EXPORT_DROP_QUEUE_FULL: Final = "queue_full"
+"""The export queue (`export_queue_size`) was full when the span ended."""
+EXPORT_DROP_FAILED: Final = "export_failed"
+"""The exporter failed or raised on the span's batch."""
+EXPORT_DROP_SHUTDOWN: Final = "shutdown"
+"""Still queued or being exported when shutdown's timeout ran out, or ended after it."""
