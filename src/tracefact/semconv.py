@@ -60,6 +60,19 @@ INPUT_SHA256 = "tracefact.input.sha256"
 OUTPUT_LENGTH = "tracefact.output.length"
 OUTPUT_SHA256 = "tracefact.output.sha256"
 CONTEXTS_COUNT = "tracefact.contexts.count"
+CAPTURE_CONTENT = "tracefact.capture_content"
+"""Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
+texts to judge were never recorded, so the reader skips them with reason `capture_off`."""
+OUTPUT_NOT_TEXT = "tracefact.output.not_text"
+"""On an LLM span whose output is not text (None, bytes, a coroutine): its Python type
+name. No `output.value` is written, and the reader skips it with reason `not_text`."""
+SCRUBBED = "tracefact.scrubbed"
+"""String array: the attribute paths where tracefact replaced a secret (e.g.
+`input.value.headers.Authorization`, `output.value`, `exception.message`)."""
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+SAMPLER_ERRORS_METRIC = "tracefact.sampler.errors"
+"""Counter: sampler decisions that raised; each such span counts as not sampled."""
 """With capture_content=False: how many contexts there were, their text being withheld."""
 
 # --- tracefact evaluation results ----------------------------------------------
@@ -117,3 +130,19 @@ def openinference_evaluation(index: int, field: str) -> str:
 ANNOTATOR_KIND = "annotator_kind"
 ANNOTATOR_LLM = "LLM"
 ANNOTATOR_CODE = "CODE"
+
+# --- tracefact metrics ------------------------------------------------------------
+METRIC_EVAL_SPANS = "tracefact.eval.spans"
+"""Counter: LLM spans by final `status`, cumulative over the process and re-configures."""
+METRIC_EVAL_DROPPED = "tracefact.eval.dropped"
+"""Counter: LLM spans not evaluated because the evaluation queue was full."""
+METRIC_EVAL_QUEUE_DEPTH = "tracefact.eval.queue.depth"
+"""Gauge: sampled spans held for evaluation, over every live pipeline."""
+METRIC_EXPORT_DROPPED = "tracefact.export.dropped"
+"""Counter: spans that never reached an exporter, by `reason` (EXPORT_DROP_*)."""
+EXPORT_DROP_QUEUE_FULL: Final = "queue_full"
+"""The export queue (`export_queue_size`) was full when the span ended."""
+EXPORT_DROP_FAILED: Final = "export_failed"
+"""The exporter failed or raised on the span's batch."""
+EXPORT_DROP_SHUTDOWN: Final = "shutdown"
+"""Still queued or being exported when shutdown's timeout ran out, or ended after it."""
