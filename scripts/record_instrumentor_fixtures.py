@@ -100,8 +100,8 @@ def _normalise(request: Any, port: int) -> dict[str, Any]:
         span["startTimeUnixNano"] = str(1_700_000_000_000_000_000 + index * 1_000_000)
         for event in span.get("events", []):
             event["timeUnixNano"] = str(1_700_000_000_000_000_000 + index * 1_000_000 + 1)
-    for index, span in sorted(enumerate(spans), key=lambda item: -int(item[1]["endTimeUnixNano"])):
-        span["endTimeUnixNano"] = str(1_700_000_000_100_000_000 - index * 1_000_000)
+    for rank, span in enumerate(sorted(spans, key=lambda s: int(s["endTimeUnixNano"]))):
+        span["endTimeUnixNano"] = str(1_700_000_000_100_000_000 + rank * 1_000_000)
         for attribute in span.get("attributes", []):
             _fix_volatile(attribute, port)
     return document

@@ -28,11 +28,13 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from tracefact.config import Settings
+from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.processor import Attach
+from tracefact.pipeline.reading import SpanReader
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.sinks.base import ResultSink
 
@@ -83,6 +85,8 @@ def configure(
     max_retries: int | None = None,
     max_hold_seconds: float | None = None,
     sinks: Sequence[ResultSink] = (),
+    span_mapping: SpanMapping | None = None,
+    contexts_from_prompt: bool = False,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> TracerProvider:
@@ -98,6 +102,12 @@ def configure(
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
+    span_mapping: where to find question, answer and contexts on LLM spans no
+    convention covers: a function of the span's attributes returning a dict with any of
+    "question", "answer", "contexts", or a dict of paths such as
+    ``{"contexts": "app.request#documents.*.text"}`` (see `tracefact.conventions.mapping`).
+    contexts_from_prompt: when nothing else grounds an LLM span, judge it against its
+    prompt's system and other non-question messages (off: instructions are not evidence).
     The other options are `EvaluationProcessor`'s.
     """
     global _installation, _atexit_registered
@@ -121,6 +131,10 @@ def configure(
     if exporters is None:
         del explicit["exporter"]
     settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
+    read_options = ReadOptions(
+        mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
+        contexts_from_prompt=contexts_from_prompt,
+    )
     set_capture_options(
         CaptureOptions(
             capture_content=settings.capture_content,
@@ -145,6 +159,7 @@ def configure(
             max_hold_seconds=settings.max_hold_seconds,
             sinks=sinks,
             meter_provider=meter_provider,
+            reader=SpanReader(read_options),
         )
     with _lock:
         provider = tracer_provider or _global_sdk_provider() or _new_provider(settings)

@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.pipeline.enrich import Outcome
 
 
 class PipelineMetrics:
     def __init__(
-        self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
+        self,
+        queue_depth: Callable[[], int],
+        meter_provider: MeterProvider | None = None,
+        evictions: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("tracefact", __version__)
         # Span statuses are counted on application threads: a locked dict increment,
         # read by observable counters, costs far less there than a synchronous Counter.add.
         self._span_counts: Counter[str] = Counter()
+        self._skip_counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._evaluations = meter.create_counter(
             "tracefact.evaluations",
@@ -63,6 +68,30 @@ class PipelineMetrics:
             description="spans not evaluated: queue full",
         )
 
+        def observe_skipped(options: CallbackOptions) -> Iterable[Observation]:
+            with self._counts_lock:
+                counts = dict(self._skip_counts)
+            return [Observation(n, {"reason": reason}) for reason, n in counts.items()]
+
+        meter.create_observable_counter(
+            semconv.METRIC_SKIPPED,
+            callbacks=[observe_skipped],
+            unit="{span}",
+            description="LLM spans skipped, by reason (tracefact.eval.skip_reason)",
+        )
+        if evictions is not None:
+            read_evictions = evictions
+
+            def observe_evicted(options: CallbackOptions) -> Iterable[Observation]:
+                return [Observation(n, {"reason": r}) for r, n in read_evictions().items()]
+
+            meter.create_observable_counter(
+                semconv.METRIC_DOCUMENTS_EVICTED,
+                callbacks=[observe_evicted],
+                unit="{document}",
+                description="retrieved documents evicted from the per-trace store, by reason",
+            )
+
         def observe_depth(options: CallbackOptions) -> Iterable[Observation]:
             return [Observation(queue_depth())]
 
@@ -73,9 +102,11 @@ class PipelineMetrics:
             description="sampled spans held for evaluation",
         )
 
-    def span_finished(self, status: str) -> None:
+    def span_finished(self, status: str, skip_reason: str | None = None) -> None:
         with self._counts_lock:
             self._span_counts[status] += 1
+            if skip_reason is not None:
+                self._skip_counts[skip_reason] += 1
 
     def evaluated(self, outcome: Outcome) -> None:
         result = outcome.result

@@ -30,10 +30,11 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
-from tracefact.evaluators.base import EvalResult, Evaluator
-from tracefact.pipeline.cases import case_from_attributes, is_evaluable, is_llm_span
+from tracefact.conventions import Reading, span_role
+from tracefact.evaluators.base import EvalCase, EvalResult, Evaluator
 from tracefact.pipeline.enrich import carrier_span, copy_with, outcome_attributes, outcome_events
 from tracefact.pipeline.metrics import PipelineMetrics
+from tracefact.pipeline.reading import SpanReader
 from tracefact.pipeline.run import RetryPolicy, run_evaluator
 from tracefact.pipeline.worker import Worker
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
@@ -51,16 +52,34 @@ HELD_TOO_LONG = (
 class _Job:
     """One sampled span on its way through evaluation."""
 
-    __slots__ = ("done", "ended", "exported", "sample_rate", "span", "timer")
+    __slots__ = ("case", "done", "ended", "exported", "found", "sample_rate", "span", "timer")
 
-    def __init__(self, span: ReadableSpan, sample_rate: float, exported: bool) -> None:
+    def __init__(
+        self, span: ReadableSpan, reading: Reading, sample_rate: float, exported: bool
+    ) -> None:
         self.span = span
+        assert reading.case is not None, "only spans with a case are evaluated"
+        self.case: EvalCase = reading.case
+        self.found = _found_attributes(reading)
+        """Where the contexts came from, and the contexts when the span lacks them."""
         self.sample_rate = sample_rate
         self.ended = time.monotonic()
         self.exported = exported
         """The span (original or a copy) has gone downstream; results need a carrier."""
         self.done = False
         self.timer: asyncio.TimerHandle | None = None
+
+
+def _found_attributes(reading: Reading) -> dict[str, Any]:
+    """The contexts' source, and the contexts themselves unless the span holds them."""
+    found: dict[str, Any] = {semconv.CONTEXTS_SOURCE: reading.contexts_source}
+    if reading.contexts_source not in (
+        semconv.CONTEXT_SOURCE_EXPLICIT,
+        semconv.CONTEXT_SOURCE_GROUNDING,
+    ):
+        assert reading.case is not None
+        found[semconv.CONTEXTS] = reading.case.contexts
+    return found
 
 
 class EvaluationProcessor(WrapperSpanProcessor):
@@ -76,6 +95,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
     drain_seconds: how long `shutdown` lets running evaluations finish.
     sinks: also receive every result (e.g. Phoenix annotations, MLflow assessments);
         they deliver on their own threads, and a failing sink never holds up a span.
+    reader: how LLM spans of any convention are read (contexts rules, mapping hook, the
+        per-trace document store).
     """
 
     def __init__(
@@ -93,6 +114,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         drain_seconds: float = 10.0,
         sinks: Sequence[ResultSink] = (),
         meter_provider: MeterProvider | None = None,
+        reader: SpanReader | None = None,
     ) -> None:
         super().__init__(downstream)
         names = [e.name for e in evaluators]
@@ -115,7 +137,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.max_hold_seconds = max_hold_seconds
         self.drain_seconds = drain_seconds
         self.sinks = tuple(sinks)
-        self._metrics = PipelineMetrics(lambda: self._held, meter_provider)
+        self.reader = reader or SpanReader()
+        self._metrics = PipelineMetrics(
+            lambda: self._held, meter_provider, lambda: self.reader.store.evictions
+        )
         self._reset()
         self_ref = weakref.WeakMethod(self._reset)
         os.register_at_fork(after_in_child=lambda: (method := self_ref()) and method())
@@ -135,25 +160,32 @@ class EvaluationProcessor(WrapperSpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self.downstream.on_start(span, parent_context)
         attributes = span.attributes or {}
-        if not is_llm_span(attributes):
+        if span_role(attributes) != "llm":
             return
-        if self._closed:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SHUTDOWN)
-            return
-        decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
         # One attribute write per span: each costs the SDK a locked validation pass.
-        if not decision.sampled:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif self._reserve(span.context.span_id, decision.rate) is None:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_DROPPED)
-        else:
-            span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
+        marks = self.reader.on_llm_start(span, parent_context)
+        if self._closed:
+            marks[semconv.EVAL_STATUS] = semconv.STATUS_SHUTDOWN
+        elif semconv.EVAL_STATUS not in marks:  # not nested: sample it
+            decision = self.sampler.decide(SpanInfo(span.context.trace_id, span.name, attributes))
+            if not decision.sampled:
+                marks[semconv.EVAL_STATUS] = semconv.STATUS_SAMPLED_OUT
+            elif self._reserve(span.context.span_id, decision.rate) is None:
+                marks[semconv.EVAL_STATUS] = semconv.STATUS_DROPPED
+            else:
+                marks[semconv.EVAL_SAMPLE_RATE] = decision.rate
+        span.set_attributes(marks)
 
     def on_end(self, span: ReadableSpan) -> None:
         attributes = span.attributes or {}
-        if not is_llm_span(attributes) or span.context is None:
+        role = span_role(attributes)
+        if role != "llm" or span.context is None:
+            if role is not None or span.parent is None or span.parent.is_remote:
+                self.reader.on_end(span, role)
             self.downstream.on_end(span)
             return
+        reading = self.reader.read(span) if semconv.EVAL_STATUS not in attributes else None
+        self.reader.on_end(span, role)
         status = attributes.get(semconv.EVAL_STATUS)
         if isinstance(status, str):  # decided at start, or already evaluated upstream
             self._export(span, status)
@@ -169,12 +201,15 @@ class EvaluationProcessor(WrapperSpanProcessor):
             if rate is None:
                 self._export_copy(span, semconv.STATUS_DROPPED, decision.rate)
                 return
-        if self._closed or not is_evaluable(attributes):
+        if self._closed or reading is None or reading.case is None:
             self._release()
-            status = semconv.STATUS_SHUTDOWN if self._closed else semconv.STATUS_SKIPPED
-            self._export_copy(span, status, rate)
+            if self._closed or reading is None:
+                self._export_copy(span, semconv.STATUS_SHUTDOWN, rate)
+            else:
+                skip = {semconv.EVAL_SKIP_REASON: reading.skip_reason}
+                self._export_copy(span, semconv.STATUS_SKIPPED, rate, skip)
             return
-        job = _Job(span, rate, exported=self.attach == "span")
+        job = _Job(span, reading, rate, exported=self.attach == "span")
         with self._lock:
             self._jobs.add(job)
         if job.exported:
@@ -198,7 +233,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
             self._idle.notify_all()
 
     def _export(self, span: ReadableSpan, status: str) -> None:
-        self._metrics.span_finished(status)
+        reason = (span.attributes or {}).get(semconv.EVAL_SKIP_REASON)
+        self._metrics.span_finished(status, reason if isinstance(reason, str) else None)
         try:
             self.downstream.on_end(span)
         except Exception:
@@ -220,13 +256,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
             job.timer = loop.call_later(max(0.0, delay), self._hold_expired, job)
         started = time.time_ns()
         try:
-            case = case_from_attributes(job.span.attributes or {})
-            if case is None:
-                self._finish(job, {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED}, [], started)
-                return
             async with self._semaphore:
                 outcomes = await asyncio.gather(
-                    *(run_evaluator(e, case, self.policy) for e in self.evaluators)
+                    *(run_evaluator(e, job.case, self.policy) for e in self.evaluators)
                 )
         finally:
             if job.timer is not None:
@@ -235,7 +267,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
             self._metrics.evaluated(outcome)
             if outcome.cost_usd:
                 self.sampler.record_cost(outcome.cost_usd)
-        attributes = outcome_attributes(outcomes)
+        attributes = {**job.found, **outcome_attributes(outcomes)}
         events = outcome_events(outcomes, time.time_ns())
         results = [o.result for o in outcomes if o.result is not None]
         self._finish(job, attributes, events, started, results)
