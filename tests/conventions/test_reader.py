@@ -60,9 +60,7 @@ async def test_grounded_and_invented_answers_get_the_right_labels(
     deterministic evaluator tells the grounded answer from the invented one."""
     labels = {}
     for scenario in ("grounded", "invented"):
-        llm = next(
-            s for s in load(f"{instrumentor}-{scenario}-{mode}") if span_role(s.attributes)
-        )
+        llm = next(s for s in load(f"{instrumentor}-{scenario}-{mode}") if span_role(s.attributes))
         reading = read_case(llm.attributes, llm.events, options=PROMPT)
         assert reading.case is not None
         assert reading.contexts_source == semconv.CONTEXT_SOURCE_PROMPT
@@ -144,9 +142,7 @@ def test_a_mapping_callable_that_raises_finds_nothing() -> None:
     assert reading.skip_reason == semconv.SKIP_NO_CONTEXTS
 
 
-@pytest.mark.parametrize(
-    "bad", [{"answer": 3}, {"unknown": "x"}, {"contexts": "#only.json"}, 42]
-)
+@pytest.mark.parametrize("bad", [{"answer": 3}, {"unknown": "x"}, {"contexts": "#only.json"}, 42])
 def test_a_bad_declarative_mapping_is_refused_with_a_clear_error(bad: Any) -> None:
     with pytest.raises(ValueError, match="span_mapping"):
         compile_mapping(bad)
