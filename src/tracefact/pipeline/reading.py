@@ -30,7 +30,7 @@ from tracefact.instrument.grounding import grounding_attributes
 class SpanReader:
     def __init__(self, options: ReadOptions | None = None, store: DocumentStore | None = None):
         self.options = options or ReadOptions()
-        self.store = store or DocumentStore()
+        self.store = store if store is not None else DocumentStore()
         self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
         self._lock = threading.Lock()  # guards _live across application threads
 
