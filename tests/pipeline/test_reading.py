@@ -51,9 +51,12 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, Any]:
 def test_grounding_gives_contexts_to_an_llm_span_of_another_instrumentation() -> None:
     p = Pipeline()
     try:
-        with tracefact.grounding(["the sky is blue", {"page_content": "grass is green"}]):
-            with p.tracer.start_as_current_span("chat", attributes=genai_attributes("ok")):
-                pass
+        documents = ["the sky is blue", {"page_content": "grass is green"}]
+        with (
+            tracefact.grounding(documents),
+            p.tracer.start_as_current_span("chat", attributes=genai_attributes("ok")),
+        ):
+            pass
         with p.tracer.start_as_current_span("outside", attributes=genai_attributes("ok")):
             pass
         assert p.flush()
