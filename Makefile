@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e
+.PHONY: setup setup-dev demo test lint bench clean e2e test-instrumentors fixtures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,30 @@ lint: setup-dev
 test: lint
 	$(BIN)/pytest -q
 
+# Real third-party instrumentors (OpenInference, OpenTelemetry GenAI, OpenLLMetry, LangChain)
+# against the fake OpenAI server, in their own virtual environment: they patch the openai SDK.
+INSTRUMENTORS_VENV := .venv-instrumentors
+
+$(INSTRUMENTORS_VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(INSTRUMENTORS_VENV)
+	$(INSTRUMENTORS_VENV)/bin/pip install -q -e ".[dev,instrumentors]"
+	touch $@
+
+INSTRUMENTOR_NAMES := openinference openai_v2 openllmetry langchain
+
+# One process per instrumentor: two instrumentors of the openai SDK do not fully undo
+# each other. The examples run in their own subprocesses.
+test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
+	for name in $(INSTRUMENTOR_NAMES); do \
+		TRACEFACT_INSTRUMENTOR=$$name $(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider \
+			tests/instrumentors/test_labels.py || exit 1; \
+	done
+	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py
+
+# Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result).
+fixtures: $(INSTRUMENTORS_VENV)/.installed
+	$(INSTRUMENTORS_VENV)/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
+
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
@@ -60,4 +84,4 @@ e2e: setup
 	$(BIN)/python -m e2e.mlflow_check
 
 clean:
-	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -44,6 +44,15 @@ class Reading:
     case: EvalCase | None
     contexts_source: str | None = None
     skip_reason: str | None = None
+    nested_in: str | None = None
+    """With skip reason `nested`: the enclosing LLM span's id (16 hex digits)."""
+
+    def skip_attributes(self) -> dict[str, str]:
+        """What a skipped span records about why."""
+        found = {semconv.EVAL_SKIP_REASON: self.skip_reason or semconv.SKIP_NO_ANSWER}
+        if self.nested_in is not None:
+            found[semconv.EVAL_NESTED_IN] = self.nested_in
+        return found
 
 
 def read_case(
@@ -51,11 +60,16 @@ def read_case(
     events: Sequence[Event] = (),
     *,
     retrieved: Sequence[str] = (),
+    grounding: Sequence[str] = (),
     options: ReadOptions = ReadOptions(),
 ) -> Reading:
-    """Never raises: whatever the span holds, the result is a case or a skip reason."""
+    """Never raises: whatever the span holds, the result is a case or a skip reason.
+
+    grounding: documents of a `tracefact.grounding` block not yet on the span (for spans
+    recognised as LLM spans only as they end).
+    """
     try:
-        return _read(attributes, events, retrieved, options)
+        return _read(attributes, events, retrieved, grounding, options)
     except Exception:  # a reader bug must cost one evaluation, not the worker
         logger.exception("tracefact: could not read the span")
         return Reading(None, skip_reason=semconv.SKIP_NOT_TEXT)
@@ -65,6 +79,7 @@ def _read(
     attributes: Mapping[str, Any],
     events: Sequence[Event],
     retrieved: Sequence[str],
+    grounding: Sequence[str],
     options: ReadOptions,
 ) -> Reading:
     found = conversation(attributes, events)
@@ -98,6 +113,8 @@ def _read(
     contexts, source = _explicit_contexts(attributes)
     if source is None and attributes.get(semconv.CONTEXTS_COUNT) is not None:
         return Reading(None, skip_reason=semconv.SKIP_CAPTURE_OFF)
+    if not contexts and grounding:
+        contexts, source = list(grounding), semconv.CONTEXT_SOURCE_GROUNDING
     if not contexts and retrieved:
         contexts, source = list(retrieved), semconv.CONTEXT_SOURCE_RETRIEVAL
     if not contexts:

@@ -36,11 +36,19 @@ def grounding(documents: Any) -> Iterator[None]:
         otel_context.detach(token)
 
 
+def grounding_documents(parent_context: otel_context.Context | None = None) -> tuple[str, ...]:
+    """The documents of the enclosing `grounding` block, or ()."""
+    # Instrumentors that start spans from an explicit parent context (LangChain's
+    # callbacks) pass one without our key: the current context still holds it.
+    texts = otel_context.get_value(_KEY, parent_context) or otel_context.get_value(_KEY)
+    return texts if isinstance(texts, tuple) else ()
+
+
 def grounding_attributes(parent_context: otel_context.Context | None) -> dict[str, Any]:
     """The attributes a span started in `parent_context` gets from an enclosing
     `grounding` block (none outside one); with content capture off, only the count."""
-    texts = otel_context.get_value(_KEY, parent_context)
-    if not texts or not isinstance(texts, tuple):
+    texts = grounding_documents(parent_context)
+    if not texts:
         return {}
     options = capture_options()
     if not options.capture_content:

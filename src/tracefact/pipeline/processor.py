@@ -34,7 +34,7 @@ from tracefact.conventions import Reading, span_role
 from tracefact.evaluators.base import EvalCase, EvalResult, Evaluator
 from tracefact.pipeline.enrich import carrier_span, copy_with, outcome_attributes, outcome_events
 from tracefact.pipeline.metrics import PipelineMetrics
-from tracefact.pipeline.reading import SpanReader
+from tracefact.pipeline.reading import SpanReader, plain_attributes
 from tracefact.pipeline.run import RetryPolicy, run_evaluator
 from tracefact.pipeline.worker import Worker
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
@@ -159,7 +159,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self.downstream.on_start(span, parent_context)
-        attributes = span.attributes or {}
+        attributes = plain_attributes(span)
         if span_role(attributes) != "llm":
             return
         # One attribute write per span: each costs the SDK a locked validation pass.
@@ -177,10 +177,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
         span.set_attributes(marks)
 
     def on_end(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
+        attributes = plain_attributes(span)
         role = span_role(attributes)
         if role != "llm" or span.context is None:
-            if role is not None or span.parent is None or span.parent.is_remote:
+            if role is not None or self.reader.holds_documents():
                 self.reader.on_end(span, role)
             self.downstream.on_end(span)
             return
@@ -206,7 +206,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
             if self._closed or reading is None:
                 self._export_copy(span, semconv.STATUS_SHUTDOWN, rate)
             else:
-                skip = {semconv.EVAL_SKIP_REASON: reading.skip_reason}
+                skip = reading.skip_attributes()
                 self._export_copy(span, semconv.STATUS_SKIPPED, rate, skip)
             return
         job = _Job(span, reading, rate, exported=self.attach == "span")

@@ -10,6 +10,7 @@ LLM span is read into the case to judge, with the documents retrieved before it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -24,7 +25,15 @@ from tracefact.conventions import (
     read_case,
     retrieved_documents,
 )
-from tracefact.instrument.grounding import grounding_attributes
+from tracefact.instrument.grounding import grounding_attributes, grounding_documents
+
+
+def plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """The plain dict behind the SDK's attributes, for the hot path: a missing key in the
+    public mapping costs a raised and caught KeyError per lookup, here it costs nothing.
+    Falls back to the public mapping should the SDK's internals change. Read-only."""
+    plain = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return plain if isinstance(plain, dict) else (span.attributes or {})
 
 
 class SpanReader:
@@ -36,20 +45,19 @@ class SpanReader:
 
     def on_llm_start(self, span: Span, parent_context: Context | None) -> dict[str, Any]:
         """Attributes the starting LLM span gets: a `nested` skip, or grounding contexts."""
-        parent = span.parent
+        nested_in = self._nested_in(span)
         with self._lock:
-            nested = parent is not None and not parent.is_remote and parent.span_id in self._live
             self._live.add(span.context.span_id)
-        if nested:
-            assert parent is not None
-            return {
-                semconv.EVAL_STATUS: semconv.STATUS_SKIPPED,
-                semconv.EVAL_SKIP_REASON: semconv.SKIP_NESTED,
-                semconv.EVAL_NESTED_IN: f"{parent.span_id:016x}",
-            }
-        if semconv.CONTEXTS in (span.attributes or {}):
+        if nested_in is not None:
+            skip = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=nested_in)
+            return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **skip.skip_attributes()}
+        if semconv.CONTEXTS in plain_attributes(span):
             return {}
         return grounding_attributes(parent_context)
+
+    def holds_documents(self) -> bool:
+        """Cheap: whether a root's end has anything to forget."""
+        return len(self.store) > 0
 
     def on_end(self, span: ReadableSpan, role: Role | None) -> None:
         """Remember a retriever's documents; forget the trace when its local root ends."""
@@ -68,7 +76,28 @@ class SpanReader:
 
     def read(self, span: ReadableSpan) -> Reading:
         """The case to judge on an ended LLM span (call before `on_end`, which may
-        forget the trace's documents)."""
+        forget the trace's documents). A span recognised only now (instrumentors that
+        set their attributes at the end: OpenInference's LangChain tracer) is checked
+        for nesting and grounding here, in the context that ends it."""
+        assert span.context is not None
+        grounding: tuple[str, ...] = ()
+        if span.context.span_id not in self._live:
+            nested_in = self._nested_in(span)
+            if nested_in is not None:
+                return Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=nested_in)
+            grounding = grounding_documents()
         events = [(e.name, e.attributes or {}) for e in span.events]
-        retrieved = self.store.documents(span.context.trace_id) if span.context else []
-        return read_case(span.attributes or {}, events, retrieved=retrieved, options=self.options)
+        retrieved = self.store.documents(span.context.trace_id)
+        return read_case(
+            span.attributes or {},
+            events,
+            retrieved=retrieved,
+            grounding=grounding,
+            options=self.options,
+        )
+
+    def _nested_in(self, span: ReadableSpan) -> str | None:
+        parent = span.parent
+        if parent is None or parent.is_remote or parent.span_id not in self._live:
+            return None
+        return f"{parent.span_id:016x}"
