@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e test-instrumentors fixtures
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
 # Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result).
 fixtures: $(INSTRUMENTORS_VENV)/.installed
 	$(INSTRUMENTORS_VENV)/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
+
+# The fault-injection suite at length (make test runs a quick round of it).
+chaos: setup-dev
+	TRACEFACT_CHAOS_EXAMPLES=500 $(BIN)/pytest -q tests/pipeline/test_chaos.py
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

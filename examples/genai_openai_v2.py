@@ -1,6 +1,7 @@
-"""An app instrumented with OpenTelemetry's GenAI instrumentor (openai-v2), evaluated by
-tracefact. Its documented opt-in puts the messages on the span, where tracefact reads
-them; by default they are log records and the span is skipped as `capture_off`.
+"""An app instrumented with OpenTelemetry's GenAI instrumentor, evaluated by tracefact.
+
+The instrumentor's documented opt-in puts the messages on the span, where tracefact
+reads them; by default they are log records and the span is skipped as `capture_off`.
 
     pip install tracefact openai opentelemetry-instrumentation-openai-v2
     OPENAI_API_KEY=... python examples/genai_openai_v2.py

@@ -1,5 +1,7 @@
-"""A LangChain app instrumented with OpenInference: its retriever span grounds the chat
-model's span in the same trace, with no tracefact code beyond `configure`.
+"""A LangChain app instrumented with OpenInference, evaluated by tracefact.
+
+Its retriever span grounds the chat model's span in the same trace, with no tracefact
+code beyond `configure`.
 
     pip install tracefact langchain-openai openinference-instrumentation-langchain
     OPENAI_API_KEY=... python examples/langchain_openinference.py

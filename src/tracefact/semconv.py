@@ -6,6 +6,8 @@ they exist, so a rename upstream is a one-line change here.
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 from openinference.semconv.trace import (
     DocumentAttributes,
     OpenInferenceSpanKindValues,
@@ -134,18 +136,30 @@ METRIC_DOCUMENTS_EVICTED = "tracefact.contexts.evicted"
 """Counter of retrieved documents the per-trace store evicted, by `reason`
 (bytes, traces, documents, age)."""
 
-STATUS_OK = "ok"
-STATUS_SKIPPED = "skipped"
-STATUS_SAMPLED_OUT = "sampled_out"
-STATUS_DROPPED = "dropped"
-STATUS_TIMEOUT = "timeout"
-STATUS_ERROR = "error"
-STATUS_SHUTDOWN = "shutdown"
+EvalStatus = Literal["ok", "skipped", "sampled_out", "dropped", "timeout", "error", "shutdown"]
+"""The values of `tracefact.eval.status`: why a span has, or has not, a result."""
+STATUS_OK: Final = "ok"
+STATUS_SKIPPED: Final = "skipped"
+STATUS_SAMPLED_OUT: Final = "sampled_out"
+STATUS_DROPPED: Final = "dropped"
+STATUS_TIMEOUT: Final = "timeout"
+STATUS_ERROR: Final = "error"
+STATUS_SHUTDOWN: Final = "shutdown"
+
+
+EVAL_FIELD_ESCALATION_ERROR: Final = "escalation_error"
+"""`tracefact.eval.<name>.escalation_error`: why a `Cascade`'s second evaluator failed.
+
+The result is then the first evaluator's, not escalated (its ``raw["cascade"]`` holds the
+same text under this key).
+"""
 
 
 def eval_attribute(evaluator_name: str, field: str) -> str:
-    """`tracefact.eval.{evaluator_name}.{field}`: label, score, explanation, evaluator,
-    unsupported, status."""
+    """`tracefact.eval.{evaluator_name}.{field}`.
+
+    Label, score, explanation, evaluator, unsupported, status.
+    """
     return f"tracefact.eval.{evaluator_name}.{field}"
 
 
@@ -158,11 +172,29 @@ GEN_AI_EVALUATION_EXPLANATION = gen_ai.GEN_AI_EVALUATION_EXPLANATION
 
 
 def openinference_evaluation(index: int, field: str) -> str:
-    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`
-    (name, score, label, explanation)."""
+    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`.
+
+    Fields: name, score, label, explanation, annotator_kind.
+    """
     return f"evaluations.{index}.evaluation.{field}"
 
 
 ANNOTATOR_KIND = "annotator_kind"
 ANNOTATOR_LLM = "LLM"
 ANNOTATOR_CODE = "CODE"
+
+# --- tracefact metrics ------------------------------------------------------------
+METRIC_EVAL_SPANS = "tracefact.eval.spans"
+"""Counter: LLM spans by final `status`, cumulative over the process and re-configures."""
+METRIC_EVAL_DROPPED = "tracefact.eval.dropped"
+"""Counter: LLM spans not evaluated because the evaluation queue was full."""
+METRIC_EVAL_QUEUE_DEPTH = "tracefact.eval.queue.depth"
+"""Gauge: sampled spans held for evaluation, over every live pipeline."""
+METRIC_EXPORT_DROPPED = "tracefact.export.dropped"
+"""Counter: spans that never reached an exporter, by `reason` (EXPORT_DROP_*)."""
+EXPORT_DROP_QUEUE_FULL: Final = "queue_full"
+"""The export queue (`export_queue_size`) was full when the span ended."""
+EXPORT_DROP_FAILED: Final = "export_failed"
+"""The exporter failed or raised on the span's batch."""
+EXPORT_DROP_SHUTDOWN: Final = "shutdown"
+"""Still queued or being exported when shutdown's timeout ran out, or ended after it."""

@@ -56,8 +56,10 @@ def test_without_a_context_source_a_recorded_span_is_skipped_as_no_contexts(name
 async def test_grounded_and_invented_answers_get_the_right_labels(
     instrumentor: str, mode: str
 ) -> None:
-    """The system message holds the document: with prompt contexts switched on, a
-    deterministic evaluator tells the grounded answer from the invented one."""
+    """With prompt contexts on, a deterministic evaluator tells grounded from invented.
+
+    The system message holds the document.
+    """
     labels = {}
     for scenario in ("grounded", "invented"):
         llm = next(s for s in load(f"{instrumentor}-{scenario}-{mode}") if span_role(s.attributes))

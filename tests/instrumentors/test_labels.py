@@ -1,6 +1,8 @@
-"""Each real instrumentor's LLM spans, grounded and invented, plain and streaming, end
-with the right labels: tracefact reads them with no change to the app but one
-`grounding` block (or a retriever span in the trace)."""
+"""Each real instrumentor's LLM spans end with the right labels.
+
+Grounded and invented, plain and streaming: tracefact reads them with no change to the
+app but one `grounding` block (or a retriever span in the trace).
+"""
 
 from __future__ import annotations
 
@@ -104,8 +106,10 @@ def test_an_instrumented_call_inside_an_app_llm_span_is_evaluated_once(name: str
 
 @pytest.mark.parametrize("name", ["openinference", "openai_v2"])
 def test_one_configure_call_and_the_default_evaluator(name: str) -> None:
-    """An app instrumented only with OpenInference, or only with the GenAI instrumentor,
-    gets labels from the default (local) evaluator with one `configure` call."""
+    """One `configure` call and the default (local) evaluator label an app's spans.
+
+    The app is instrumented only with OpenInference, or only with the GenAI instrumentor.
+    """
     reset_global_tracer_provider()
     exporter = InMemorySpanExporter()
     provider = tracefact.configure(exporter=exporter)

@@ -1,5 +1,7 @@
-"""The processor reads LLM spans of any convention: contexts from grounding and retriever
-spans, skip reasons, nested spans, and their metrics."""
+"""The processor reads LLM spans of any convention.
+
+Contexts from grounding and retriever spans, skip reasons, nested spans, and their metrics.
+"""
 
 from __future__ import annotations
 

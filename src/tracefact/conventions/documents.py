@@ -20,8 +20,10 @@ MAX_DOCUMENTS = 1000
 
 
 def retrieved_documents(attributes: Mapping[str, Any]) -> list[str]:
-    """The texts of `retrieval.documents.N.document.content` (OpenInference, and
-    tracefact's own retriever spans), in order; non-text entries are left out."""
+    """The texts of `retrieval.documents.N.document.content`, in order.
+
+    OpenInference's and tracefact's own retriever spans; non-text entries are left out.
+    """
     texts = []
     for i in range(MAX_DOCUMENTS):
         content = attributes.get(semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT))

@@ -1,11 +1,10 @@
-"""The user's mapping from a span to question, answer and contexts, for spans no
-convention covers.
+"""The user's mapping from a span to question, answer and contexts, for spans no convention covers.
 
-Either a callable taking the span's attributes and returning a dict with any of
-"question", "answer", "contexts", or a declarative dict from those names to paths:
-``"attribute.key"`` or ``"attribute.key#json.path"``. A `*` in the attribute key stands
-for 0, 1, 2... (flattened lists, as in ``"my.docs.*.text"``); in the JSON path it stands
-for every item of a list (``"input.value#documents.*.page_content"``).
+Either a callable taking the span's attributes and returning a dict with any of "question",
+"answer", "contexts", or a declarative dict from those names to paths: ``"attribute.key"`` or
+``"attribute.key#json.path"``. A `*` in the attribute key stands for 0, 1, 2... (flattened lists, as
+in ``"my.docs.*.text"``); in the JSON path it stands for every item of a list
+(``"input.value#documents.*.page_content"``).
 """
 
 from __future__ import annotations
@@ -45,8 +44,11 @@ def compile_mapping(mapping: SpanMapping) -> MappingFunction:
 
 
 def apply_mapping(function: MappingFunction, attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """What the mapping found, checked: question and answer as text, contexts as a list
-    of texts; a failing mapping is logged and finds nothing."""
+    """What the mapping found, checked.
+
+    Question and answer as text, contexts as a list of texts; a failing mapping is logged
+    and finds nothing.
+    """
     try:
         found = function(attributes)
     except Exception:

@@ -51,8 +51,10 @@ class Conversation:
         return "\n".join(texts) if texts else None
 
     def prompt_evidence(self) -> list[str]:
-        """Texts of the prompt other than the question: system, tool and earlier user
-        messages, where apps often paste retrieved documents."""
+        """Texts of the prompt other than the question.
+
+        System, tool and earlier user messages, where apps often paste retrieved documents.
+        """
         question = self.user_question()
         texts = [m.text for m in self.prompt if m.text and m.role not in _NOT_EVIDENCE]
         if question in texts:
@@ -261,8 +263,10 @@ READERS: tuple[Callable[[Mapping[str, Any]], Conversation | None], ...] = (
 def conversation(
     attributes: Mapping[str, Any], span_events: Sequence[Event] = ()
 ) -> Conversation | None:
-    """The first convention's conversation that has an answer (else the first found),
-    its question filled in from another convention when its own has none."""
+    """The first convention's conversation that has an answer, else the first found.
+
+    Its question is filled in from another convention when its own has none.
+    """
     candidates = [read(attributes) for read in READERS]
     candidates += [events(span_events), values(attributes)]
     found = [c for c in candidates if c is not None]

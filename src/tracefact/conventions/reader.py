@@ -130,9 +130,12 @@ def _read(
 
 
 def _capture_off(attributes: Mapping[str, Any], no_content: bool) -> bool:
-    """tracefact's hashes instead of content, or an instrumentor that recorded no
-    message content at all (openai-v2 without its opt-in, OpenLLMetry with
-    TRACELOOP_TRACE_CONTENT=false)."""
+    """Whether content capture was off.
+
+    tracefact's hashes instead of content, or an instrumentor that recorded no message
+    content at all (openai-v2 without its opt-in, OpenLLMetry with
+    TRACELOOP_TRACE_CONTENT=false).
+    """
     return no_content or any(attributes.get(key) is not None for key in _CAPTURE_OFF_MARKERS)
 
 

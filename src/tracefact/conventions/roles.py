@@ -16,7 +16,7 @@ _OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
 
 
 def span_role(attributes: Mapping[str, Any]) -> Role | None:
-    """ "llm" for a model call, "retriever" for a retrieval, None for any other span."""
+    """The span's role: "llm" for a model call, "retriever" for a retrieval, else None."""
     kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
     if kind is not None:
         if kind == semconv.KIND_LLM:

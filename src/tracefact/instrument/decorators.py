@@ -284,8 +284,10 @@ def _wrap_async_generator(func: F, plan: _Plan) -> F:
 
 
 class SpanDecorator:
-    """A decorator usable bare (``@tracefact.llm``) or with options
-    (``@tracefact.llm(model="gpt-4o-mini", input="q", contexts="docs")``)."""
+    """A decorator usable bare (``@tracefact.llm``) or with options.
+
+    For example ``@tracefact.llm(model="gpt-4o-mini", input="q", contexts="docs")``.
+    """
 
     def __init__(self, kind: Kind) -> None:
         self.kind: Kind = kind
@@ -315,8 +317,11 @@ class SpanDecorator:
         input: str | None = None,
         contexts: str | None = None,
     ) -> F | Callable[[F], F]:
-        """`name` defaults to the function's qualified name; `input` and `contexts` name
-        the parameters to record as such when the defaults do not find them."""
+        """`name` defaults to the function's qualified name.
+
+        `input` and `contexts` name the parameters to record as such when the defaults do not find
+        them.
+        """
 
         def apply(target: F) -> F:
             return _wrap(target, _plan(target, self.kind, name, model, input, contexts))

@@ -23,9 +23,9 @@ _KEY = otel_context.create_key("tracefact.grounding")
 
 @contextmanager
 def grounding(documents: Any) -> Iterator[None]:
-    """Evaluate the LLM spans started in this block against `documents` (strings, dicts
-    or objects with content/text/page_content, as a retriever returns them).
+    """Evaluate the LLM spans started in this block against `documents`.
 
+    Strings, dicts or objects with content/text/page_content, as a retriever returns them:
     ``with tracefact.grounding(docs): client.chat.completions.create(...)``
     """
     texts = tuple(doc.content for doc in to_documents(documents) if doc.content.strip())
@@ -45,8 +45,10 @@ def grounding_documents(parent_context: otel_context.Context | None = None) -> t
 
 
 def grounding_attributes(parent_context: otel_context.Context | None) -> dict[str, Any]:
-    """The attributes a span started in `parent_context` gets from an enclosing
-    `grounding` block (none outside one); with content capture off, only the count."""
+    """The attributes a span started in `parent_context` gets from a `grounding` block.
+
+    None outside one; with content capture off, only the count.
+    """
     texts = grounding_documents(parent_context)
     if not texts:
         return {}

@@ -172,8 +172,10 @@ class SpanRecorder:
 
 
 def content_attributes(value: Any, *, is_input: bool) -> dict[str, Any]:
-    """`input.value`/`output.value` (+ JSON mime type), or only length and hash when
-    content capture is off."""
+    """`input.value` or `output.value` (with a JSON mime type where it applies).
+
+    With content capture off, only the text's length and hash.
+    """
     options = capture_options()
     key, mime_key = (
         (semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE)
@@ -231,8 +233,11 @@ def start_span(name: str, kind: Kind, model: str | None = None, input: Any = UNS
 
 
 def span(name: str, kind: Kind = "chain", *, model: str | None = None) -> SpanRecorder:
-    """A span for code that is not one function: ``with tracefact.span("answer", kind="llm")
-    as s: s.record(input=..., contexts=..., output=...)``. Works with ``async with`` too."""
+    """A span for code that is not one function.
+
+    ``with tracefact.span("answer", kind="llm") as s: s.record(input=..., contexts=...,
+    output=...)``. Works with ``async with`` too.
+    """
     if kind not in _OPENINFERENCE_KIND:
         raise ValueError(f"kind must be one of {sorted(_OPENINFERENCE_KIND)}, not {kind!r}")
     return start_span(name, kind, model)

@@ -29,9 +29,11 @@ from tracefact.instrument.grounding import grounding_attributes, grounding_docum
 
 
 def plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
-    """The plain dict behind the SDK's attributes, for the hot path: a missing key in the
-    public mapping costs a raised and caught KeyError per lookup, here it costs nothing.
-    Falls back to the public mapping should the SDK's internals change. Read-only."""
+    """The plain dict behind the SDK's attributes, for the hot path.
+
+    A missing key in the public mapping costs a raised and caught KeyError per lookup, here it costs
+    nothing. Falls back to the public mapping should the SDK's internals change. Read-only.
+    """
     plain = getattr(getattr(span, "_attributes", None), "_dict", None)
     return plain if isinstance(plain, dict) else (span.attributes or {})
 
@@ -75,10 +77,13 @@ class SpanReader:
             self.store.forget(context.trace_id)
 
     def read(self, span: ReadableSpan) -> Reading:
-        """The case to judge on an ended LLM span (call before `on_end`, which may
-        forget the trace's documents). A span recognised only now (instrumentors that
-        set their attributes at the end: OpenInference's LangChain tracer) is checked
-        for nesting and grounding here, in the context that ends it."""
+        """The case to judge on an ended LLM span.
+
+        Call it before `on_end`, which may forget the trace's documents. A span recognised
+        only now (instrumentors that set their attributes at the end: OpenInference's
+        LangChain tracer) is checked for nesting and grounding here, in the context that
+        ends it.
+        """
         assert span.context is not None
         grounding: tuple[str, ...] = ()
         if span.context.span_id not in self._live:

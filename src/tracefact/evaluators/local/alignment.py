@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracefact.evaluators.lexical import content_words, plain_sentences
+from tracefact.evaluators._text import content_words, split_sentences
 
 FEATURES = (
     "model_logit",
@@ -38,8 +38,10 @@ def _key(token: str) -> str:
 
 
 def key_tokens(text: str) -> list[str]:
-    """Names and numbers, lower-cased: capitalised words (bar sentence-initial stopwords)
-    and digits."""
+    """Names and numbers, lower-cased.
+
+    Capitalised words (bar sentence-initial stopwords) and digits.
+    """
     keys = []
     for match in _KEY.finditer(text):
         before = text[: match.start()].rstrip()
@@ -63,7 +65,7 @@ class _Evidence:
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> _Evidence:
-        sentences = [s for context in contexts for s in plain_sentences(context)]
+        sentences = [s for context in contexts for s in split_sentences(context)]
         words = [set(content_words(s)) for s in sentences]
         keys = [
             {_key(k) for k in _KEY.findall(s)} | w for s, w in zip(sentences, words, strict=True)
