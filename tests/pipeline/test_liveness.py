@@ -47,14 +47,16 @@ def result_status(p: Pipeline, span: ReadableSpan) -> str | None:
     return status_of(p, span)
 
 
-def test_a_question_the_reader_cannot_parse_ends_with_error_and_frees_its_slot() -> None:
+def test_a_question_the_reader_cannot_parse_is_judged_without_it_and_frees_its_slot() -> None:
+    """A deeply nested JSON question reads as no question: the answer is still judged.
+
+    Such a question is a RecursionError for a naive reader; the one slot is free again.
+    """
     p = Pipeline(queue_size=1)
     try:
         nested = p.llm_span(question="[" * 3000)
         assert p.flush()
-        assert status_of(p, nested) == semconv.STATUS_ERROR
-        (copy,) = evaluated_copies(p.exported())
-        assert "RecursionError" in copy.attributes[semconv.EVAL_ERROR]
+        assert status_of(p, nested) == semconv.STATUS_OK
         after = p.llm_span(question="plain")  # the one slot is free again
         assert p.flush()
         assert status_of(p, after) == semconv.STATUS_OK

@@ -58,7 +58,8 @@ class Delivery:
 
     def export(self, span: ReadableSpan, status: str) -> None:
         """Send an LLM span downstream, counted under its final status."""
-        self.metrics.span_finished(status)
+        reason = (span.attributes or {}).get(semconv.EVAL_SKIP_REASON)
+        self.metrics.span_finished(status, reason if isinstance(reason, str) else None)
         self.forward(span)
 
     def export_copy(
