@@ -126,9 +126,16 @@ def test_an_evaluator_blocking_the_event_loop_cannot_hold_spans_past_their_limit
     assert len(evaluated_copies(p.exported())) == 2
 
 
-def test_an_evaluator_swallowing_cancellation_still_frees_its_slot() -> None:
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_an_evaluator_swallowing_cancellation_still_frees_its_slot(concurrency: int) -> None:
     evaluator = ScriptedEvaluator()
-    p = Pipeline([evaluator], queue_size=1, timeout_seconds=0.1, max_hold_seconds=5.0)
+    p = Pipeline(
+        [evaluator],
+        queue_size=1,
+        concurrency=concurrency,
+        timeout_seconds=0.1,
+        max_hold_seconds=5.0,
+    )
     try:
         swallower = p.llm_span(output="swallow")
         assert eventually(lambda: status_of(p, swallower) == semconv.STATUS_TIMEOUT)

@@ -20,7 +20,7 @@ class Admitted:
     """The decision at a span's end: evaluate it at `rate`, or export it with `status`."""
 
     rate: float
-    status: str | None = None
+    status: semconv.EvalStatus | None = None
 
 
 class Admission:

@@ -22,6 +22,7 @@ from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.watchdog import OVERRAN
 from tracefact.sampling import Sampler
 
 logger = logging.getLogger("tracefact")
@@ -55,7 +56,8 @@ class Evaluation:
                 return
             job.deadline = time.monotonic() + self.deadline_seconds
         started = time.time_ns()
-        status, error = semconv.STATUS_ERROR, "evaluation ended without a result"
+        status: semconv.EvalStatus = semconv.STATUS_ERROR
+        error = "evaluation ended without a result"
         try:
             case = case_from_attributes(job.span.attributes or {})
             if case is None:
@@ -72,8 +74,11 @@ class Evaluation:
             events = outcome_events(outcomes, time.time_ns())
             results = [o.result for o in outcomes if o.result is not None]
             self.delivery.finish(job, attributes, events, started, results)
-        except asyncio.CancelledError:
-            status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
+        except asyncio.CancelledError:  # past its deadline, or the pipeline stops
+            if time.monotonic() >= job.deadline:
+                status, error = semconv.STATUS_TIMEOUT, OVERRAN
+            else:
+                status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
             raise
         except GeneratorExit:  # closed (or an evaluator raised it): settled below
             raise
