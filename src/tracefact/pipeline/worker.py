@@ -56,11 +56,6 @@ class Worker(Generic[Job]):
         self.beat_at = time.monotonic()
         """When the loop last ran a heartbeat (or started)."""
 
-    @property
-    def started(self) -> bool:
-        """The loop thread runs (it starts with the first job)."""
-        return self._loop is not None
-
     def submit(self, job: Job) -> None:
         """Queue `job` for the loop; starts the loop thread on first use."""
         self._incoming.append(job)
