@@ -11,7 +11,7 @@ import atexit
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -155,10 +155,27 @@ def configure(
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
         if not _atexit_registered:
-            atexit.register(shutdown)
+            _register_exit_hook(shutdown)
             _atexit_registered = True
     old.shutdown()  # outside the lock: draining may take a while
     return provider
+
+
+def _register_exit_hook(hook: Callable[[], object]) -> None:
+    """Run `hook` at exit before concurrent.futures refuses new work.
+
+    A span ended just before the script exits is evaluated in the drain; the local model
+    runs in an executor, which plain `atexit` hooks are too late to use (its own hook,
+    run first, makes every submit fail). CPython's threading exit hooks run earlier, in
+    reverse order of registration, so ours runs before the executor's.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError("no threading exit hooks")
+        register(hook)
+    except RuntimeError:  # another interpreter, or already shutting down
+        atexit.register(hook)
 
 
 def _default_sampler(settings: Settings) -> Sampler:

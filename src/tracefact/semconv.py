@@ -82,6 +82,14 @@ STATUS_ERROR: Final = "error"
 STATUS_SHUTDOWN: Final = "shutdown"
 
 
+EVAL_FIELD_ESCALATION_ERROR: Final = "escalation_error"
+"""`tracefact.eval.<name>.escalation_error`: why a `Cascade`'s second evaluator failed.
+
+The result is then the first evaluator's, not escalated (its ``raw["cascade"]`` holds the
+same text under this key).
+"""
+
+
 def eval_attribute(evaluator_name: str, field: str) -> str:
     """`tracefact.eval.{evaluator_name}.{field}`.
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracefact.evaluators.base import (
     BadReplyError,
+    CredentialsError,
     EvalCase,
     EvalResult,
     EvaluationError,
@@ -62,6 +63,7 @@ __all__ = [
     "Cascade",
     "ClaimJudge",
     "ContextVerdictJudge",
+    "CredentialsError",
     "EvalCase",
     "EvalResult",
     "EvaluationError",

@@ -93,6 +93,8 @@ class EvaluationError(Exception):
     """True when trying again later may succeed (rate limits, 5xx, lost connections)."""
     cost_usd: float | None = None
     """What the failed attempt still cost (a paid judge reply in the wrong format)."""
+    fallback: EvalResult | None = None
+    """A result to keep if retrying never succeeds (a `Cascade`'s first verdict)."""
 
 
 class InvalidCaseError(EvaluationError):
@@ -115,6 +117,10 @@ class ProviderError(EvaluationError):
         super().__init__(message)
         self.status_code = status_code
         self.transient = transient
+
+
+class CredentialsError(ProviderError):
+    """No API key, or one the provider refused: permanent, and the message names the variable."""
 
 
 class RateLimitError(ProviderError):

@@ -59,6 +59,11 @@ def outcome_attributes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         attributes[semconv.eval_attribute(prefix, "evaluator")] = result.evaluator
         if result.unsupported:
             attributes[semconv.eval_attribute(prefix, "unsupported")] = list(result.unsupported)
+        escalation_error = result.raw.get("cascade", {}).get(semconv.EVAL_FIELD_ESCALATION_ERROR)
+        if escalation_error:
+            attributes[semconv.eval_attribute(prefix, semconv.EVAL_FIELD_ESCALATION_ERROR)] = str(
+                escalation_error
+            )
         attributes[semconv.openinference_evaluation(index, "name")] = prefix
         attributes[semconv.openinference_evaluation(index, "score")] = result.score
         attributes[semconv.openinference_evaluation(index, "label")] = result.label

@@ -61,7 +61,10 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
         latency_ms = (time.perf_counter() - started) * 1000
         return Outcome(name, status, result, error, latency_ms, spent_usd)
 
+    fallback: EvalResult | None = None  # what an error offered to keep if retries run out
+
     async def attempts() -> EvalResult:
+        nonlocal fallback
         attempt = 0
         while True:
             try:
@@ -73,6 +76,8 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
             except GeneratorExit:  # the coroutine is being closed: never swallow that
                 raise
             except Exception as exc:
+                if isinstance(exc, EvaluationError) and exc.fallback is not None:
+                    fallback = exc.fallback
                 if attempt >= policy.max_retries or not is_transient(exc):
                     raise
                 await asyncio.sleep(policy.delay(attempt, exc))
@@ -86,9 +91,13 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
 
     try:
         result = await asyncio.wait_for(attempts(), policy.timeout_seconds)
-    except (asyncio.TimeoutError, EvaluationTimeout):
-        return outcome(semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s")
     except Exception as exc:
+        if fallback is not None:  # retries ran out: keep the result the error carried
+            return outcome(semconv.STATUS_OK, result=fallback)
+        if isinstance(exc, (asyncio.TimeoutError, EvaluationTimeout)):
+            return outcome(
+                semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s"
+            )
         error = f"{type(exc).__name__}: {exc}"
         return outcome(semconv.STATUS_ERROR, error=error, spent_usd=getattr(exc, "cost_usd", None))
     return outcome(semconv.STATUS_OK, result=result)
