@@ -21,7 +21,6 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
     ConsoleSpanExporter,
     SimpleSpanProcessor,
     SpanExporter,
@@ -30,6 +29,7 @@ from opentelemetry.sdk.trace.export import (
 from tracefact.config import Settings
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
+from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
@@ -71,6 +71,10 @@ def configure(
     endpoint: str | None = None,
     headers: dict[str, str] | None = None,
     resource_attributes: dict[str, str] | None = None,
+    export_queue_size: int | None = None,
+    export_batch_size: int | None = None,
+    export_delay_seconds: float | None = None,
+    export_timeout_seconds: float | None = None,
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
     redact: Redactor | None = None,
@@ -96,6 +100,9 @@ def configure(
 
     evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
+    export_queue_size / export_batch_size / export_delay_seconds: the export stage's
+    queue (spans past it are counted in ``tracefact.export.dropped``), batch and delay;
+    export_timeout_seconds: an OTLP export's deadline and how long shutdown drains.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
     The other options build the pipeline's `PipelineOptions`.
@@ -109,6 +116,10 @@ def configure(
         "endpoint": endpoint,
         "headers": headers,
         "resource_attributes": resource_attributes,
+        "export_queue_size": export_queue_size,
+        "export_batch_size": export_batch_size,
+        "export_delay_seconds": export_delay_seconds,
+        "export_timeout_seconds": export_timeout_seconds,
         "capture_content": capture_content,
         "max_attribute_length": max_attribute_length,
         "attach": attach,
@@ -129,7 +140,7 @@ def configure(
         )
     )
     objects = [e for e in exporters or () if isinstance(e, SpanExporter)]
-    processor = _export_processor(objects, settings)
+    processor = _export_processor(objects, settings, meter_provider)
     if evaluators is None:
         evaluators = _evaluators_from(settings)
     if evaluators:
@@ -213,17 +224,32 @@ def _new_provider(settings: Settings) -> TracerProvider:
     return TracerProvider(resource=Resource.create(attributes))
 
 
-def _export_processor(exporters: list[SpanExporter], settings: Settings) -> SpanProcessor:
+def _export_processor(
+    exporters: list[SpanExporter], settings: Settings, meter_provider: MeterProvider | None
+) -> SpanProcessor:
     """One processor per exporter (console prints at once, the others batch)."""
-    processors: list[SpanProcessor] = [BatchSpanProcessor(e) for e in exporters]
+
+    def batched(exporter: SpanExporter) -> SpanProcessor:
+        return ExportProcessor(
+            exporter,
+            max_queue_size=settings.export_queue_size,
+            max_batch_size=settings.export_batch_size,
+            schedule_delay_seconds=settings.export_delay_seconds,
+            shutdown_timeout_seconds=settings.export_timeout_seconds,
+            meter_provider=meter_provider,
+        )
+
+    processors = [batched(e) for e in exporters]
     for name in (n.strip() for n in settings.exporter.split(",")):
         if name == "console":
             processors.append(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
         elif name == "otlp":
             otlp = OTLPSpanExporter(
-                endpoint=traces_endpoint(settings.endpoint), headers=settings.headers
+                endpoint=traces_endpoint(settings.endpoint),
+                headers=settings.headers,
+                timeout=settings.export_timeout_seconds,
             )
-            processors.append(BatchSpanProcessor(otlp))
+            processors.append(batched(otlp))
     if not processors:
         return _NoopProcessor()
     if len(processors) == 1:

@@ -33,6 +33,16 @@ class Settings(BaseSettings, PipelineOptions):
     )
     headers: dict[str, str] | None = Field(default=None, description="OTLP request headers")
     resource_attributes: dict[str, str] = Field(default_factory=dict)
+    export_queue_size: int = Field(
+        default=2048, ge=1, description="spans waiting for the exporter; past it, counted drops"
+    )
+    export_batch_size: int = Field(default=512, ge=1, description="spans per export call")
+    export_delay_seconds: float = Field(
+        default=1.0, gt=0, description="longest a span waits in the queue before export"
+    )
+    export_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="one OTLP export's deadline, and shutdown's drain"
+    )
 
     # --- content capture ------------------------------------------------------------
     capture_content: bool = Field(

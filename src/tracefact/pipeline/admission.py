@@ -12,15 +12,20 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from tracefact import semconv
 from tracefact.pipeline.slots import Slots
-from tracefact.sampling import Sampler, SpanInfo
+from tracefact.sampling import Decision, Sampler, SpanInfo
 
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """The decision at a span's end: evaluate it at `rate`, or export it with `status`."""
+    """The decision at a span's end: evaluate it, or export it with `status`."""
 
-    rate: float
+    decision: Decision
     status: semconv.EvalStatus | None = None
+
+    @property
+    def rate(self) -> float:
+        """The span's effective sampling rate."""
+        return self.decision.rate
 
 
 class Admission:
@@ -38,7 +43,7 @@ class Admission:
         # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif not self.slots.reserve(span.context.span_id, decision.rate):
+        elif not self.slots.reserve(span.context.span_id, decision):
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_DROPPED)
         else:
             span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
@@ -46,14 +51,14 @@ class Admission:
     def at_end(self, span: ReadableSpan) -> Admitted:
         """The slot reserved at start, or a decision now for a span first seen ending."""
         assert span.context is not None, "an ended SDK span always has a context"
-        rate = self.slots.take(span.context.span_id)
-        if rate is not None:
-            return Admitted(rate)
+        reserved = self.slots.take(span.context.span_id)
+        if reserved is not None:
+            return Admitted(reserved)
         decision = self.sampler.decide(
             SpanInfo(span.context.trace_id, span.name, span.attributes or {})
         )
         if not decision.sampled:
-            return Admitted(decision.rate, semconv.STATUS_SAMPLED_OUT)
-        if not self.slots.reserve(None, decision.rate):
-            return Admitted(decision.rate, semconv.STATUS_DROPPED)
-        return Admitted(decision.rate)
+            return Admitted(decision, semconv.STATUS_SAMPLED_OUT)
+        if not self.slots.reserve(None, decision):
+            return Admitted(decision, semconv.STATUS_DROPPED)
+        return Admitted(decision)

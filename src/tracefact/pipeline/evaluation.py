@@ -1,9 +1,9 @@
 """`Evaluation`: one job's run on the evaluation loop, from case to delivered outcome.
 
 Reads the case (any reader error ends the job with status `error`), runs every
-evaluator under the retry policy, records metrics and cost, and delivers the
-outcome. Whatever happens, a `finally` settles the job: its span is exported with
-a status and its slot freed.
+evaluator under the retry policy, records metrics and cost (the sampler gets the
+cost when the slot is freed), and delivers the outcome. Whatever happens, a
+`finally` settles the job: its span is exported with a status and its slot freed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 from tracefact.pipeline.slots import Slots
 from tracefact.pipeline.watchdog import OVERRAN
-from tracefact.sampling import Sampler
 
 logger = logging.getLogger("tracefact")
 
@@ -35,7 +34,6 @@ class Evaluation:
         self,
         evaluators: Sequence[Evaluator],
         policy: RetryPolicy,
-        sampler: Sampler,
         metrics: PipelineMetrics,
         slots: Slots,
         delivery: Delivery,
@@ -43,7 +41,6 @@ class Evaluation:
     ) -> None:
         self.evaluators = tuple(evaluators)
         self.policy = policy
-        self.sampler = sampler
         self.metrics = metrics
         self.slots = slots
         self.delivery = delivery
@@ -68,8 +65,9 @@ class Evaluation:
             )
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
-                if outcome.cost_usd:
-                    self.sampler.record_cost(outcome.cost_usd)
+            priced = [o for o in outcomes if o.cost_usd or o.status == semconv.STATUS_OK]
+            if priced:  # the sampler settles it when the job's slot is freed
+                job.cost_usd = sum(o.cost_usd or 0.0 for o in priced)
             attributes = outcome_attributes(outcomes)
             events = outcome_events(outcomes, time.time_ns())
             results = [o.result for o in outcomes if o.result is not None]

@@ -9,15 +9,31 @@ import time
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from tracefact.sampling import Decision
+
 
 class Job:
     """One sampled span; its flags change only under the pipeline's lock."""
 
-    __slots__ = ("deadline", "done", "ended", "exported", "sample_rate", "span", "worker")
+    __slots__ = (
+        "cost_usd",
+        "deadline",
+        "decision",
+        "done",
+        "ended",
+        "exported",
+        "sample_rate",
+        "span",
+        "worker",
+    )
 
-    def __init__(self, span: ReadableSpan, sample_rate: float, exported: bool) -> None:
+    def __init__(self, span: ReadableSpan, decision: Decision, exported: bool) -> None:
         self.span = span
-        self.sample_rate = sample_rate
+        self.decision = decision
+        """The sampler's decision, settled with `cost_usd` when the job's slot is freed."""
+        self.sample_rate = decision.rate
+        self.cost_usd: float | None = None
+        """What the evaluation cost, once known (None: it ended without a known cost)."""
         self.ended = time.monotonic()
         self.exported = exported
         """The span (original or a copy) has gone downstream; results need a carrier."""

@@ -123,7 +123,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
         options = self.options
         self._closed = False
-        self._slots = Slots(options.queue_size)
+        self._slots = Slots(options.queue_size, self.sampler)
         self._admission = Admission(self.sampler, self._slots)
         self._delivery = Delivery(
             self._downstream, options.attach, self._slots, self._fanout, self._metrics
@@ -131,7 +131,6 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._evaluation = Evaluation(
             self.evaluators,
             self.policy,
-            self.sampler,
             self._metrics,
             self._slots,
             self._delivery,
@@ -183,17 +182,17 @@ class EvaluationProcessor(WrapperSpanProcessor):
             self._delivery.export_copy(span, admitted.status, admitted.rate)
             return
         if not is_evaluable(attributes):
-            self._slots.free()
+            self._slots.free(admitted.decision)
             self._delivery.export_copy(span, semconv.STATUS_SKIPPED, admitted.rate)
             return
-        job = Job(span, admitted.rate, exported=self.options.attach == "span")
+        job = Job(span, admitted.decision, exported=self.options.attach == "span")
         with self._slots.lock:  # shutdown settles every job opened before it closed
             closed = self._closed
             if not closed:
                 self._slots.open_locked(job)
                 job.worker = worker = self._worker
         if closed:
-            self._slots.free()
+            self._slots.free(admitted.decision)
             self._delivery.export_copy(span, semconv.STATUS_SHUTDOWN, admitted.rate)
             return
         if job.exported:

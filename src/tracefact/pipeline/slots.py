@@ -1,8 +1,10 @@
 """Slot accounting: how many sampled spans the pipeline holds, and which jobs are open.
 
 A sampled span reserves a slot when it starts (or, if first recognised when it
-ends, then); the slot is freed exactly once, when its job is settled. One lock
-guards all of it and is never held while exporting.
+ends, then); the slot is freed exactly once, when its job is settled. A slot also
+holds the sampler's decision: freeing it settles the decision with the sampler, with
+the evaluation's cost when known, so a budget's reservation is given back exactly
+once. One lock guards all of it and is never held while exporting.
 """
 
 from __future__ import annotations
@@ -10,16 +12,18 @@ from __future__ import annotations
 import threading
 
 from tracefact.pipeline.job import Job
+from tracefact.sampling import Decision, Sampler
 
 
 class Slots:
     """At most `capacity` sampled spans held at once; a full pipeline refuses more."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, sampler: Sampler) -> None:
         self.capacity = capacity
+        self.sampler = sampler
         self.lock = threading.Lock()
         self._idle = threading.Condition(self.lock)
-        self._reserved: dict[int, float] = {}  # span id -> sample rate of open sampled spans
+        self._reserved: dict[int, Decision] = {}  # span id -> decision of open sampled spans
         self._held = 0  # reserved + submitted and unsettled jobs
         self._jobs: set[Job] = set()
 
@@ -28,26 +32,32 @@ class Slots:
         """Slots in use (the queue depth metric)."""
         return self._held
 
-    def reserve(self, span_id: int | None, rate: float) -> bool:
-        """Take a slot for a span (remembered by id while it is open); False when full."""
-        with self.lock:
-            if self._held >= self.capacity:
-                return False
-            self._held += 1
-            if span_id is not None:
-                self._reserved[span_id] = rate
-            return True
+    def reserve(self, span_id: int | None, decision: Decision) -> bool:
+        """Take a slot for a span (remembered by id while it is open).
 
-    def take(self, span_id: int) -> float | None:
-        """The sample rate of an open span that reserved a slot at start, if it did."""
+        False when full, and the sampler gets its decision back.
+        """
+        with self.lock:
+            reserved = self._held < self.capacity
+            if reserved:
+                self._held += 1
+                if span_id is not None:
+                    self._reserved[span_id] = decision
+        if not reserved:
+            self.sampler.settle(decision, None)
+        return reserved
+
+    def take(self, span_id: int) -> Decision | None:
+        """The decision of an open span that reserved a slot at start, if it did."""
         with self.lock:
             return self._reserved.pop(span_id, None)
 
-    def free(self) -> None:
+    def free(self, decision: Decision) -> None:
         """Give back a slot whose span never became a job."""
         with self.lock:
             self._held -= 1
             self._idle.notify_all()
+        self.sampler.settle(decision, None)
 
     def open_locked(self, job: Job) -> None:
         """Track a job that holds a slot until `settle` and `close` (caller holds `lock`)."""
@@ -64,10 +74,13 @@ class Slots:
     def close(self, job: Job) -> None:
         """Free a settled job's slot (once: later calls do nothing)."""
         with self.lock:
-            if job in self._jobs:
+            closing = job in self._jobs
+            if closing:
                 self._jobs.discard(job)
                 self._held -= 1
                 self._idle.notify_all()
+        if closing:
+            self.sampler.settle(job.decision, job.cost_usd)
 
     def unsettled(self) -> list[Job]:
         """Jobs not yet done."""
