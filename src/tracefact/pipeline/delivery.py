@@ -63,7 +63,11 @@ class Delivery:
         self.forward(span)
 
     def export_copy(
-        self, span: ReadableSpan, status: str, rate: float, extra: Mapping[str, Any] | None = None
+        self,
+        span: ReadableSpan,
+        status: semconv.EvalStatus,
+        rate: float,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Export a copy of an ended span with its status and sample rate added."""
         attributes = {semconv.EVAL_STATUS: status, semconv.EVAL_SAMPLE_RATE: rate, **(extra or {})}
@@ -111,7 +115,7 @@ class Delivery:
         finally:
             self.slots.close(job)
 
-    def settle(self, job: Job, status: str, error: str | None = None) -> None:
+    def settle(self, job: Job, status: semconv.EvalStatus, error: str | None = None) -> None:
         """Finish a job without results (it failed, overran or the pipeline stops)."""
         attributes: dict[str, Any] = {semconv.EVAL_STATUS: status}
         if error is not None:

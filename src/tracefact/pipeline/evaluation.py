@@ -24,6 +24,7 @@ from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.outcome import cleaned
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.watchdog import OVERRAN
 
 logger = logging.getLogger("tracefact")
 
@@ -63,7 +64,8 @@ class Evaluation:
                 return
             job.deadline = time.monotonic() + self.deadline_seconds
         started = time.time_ns()
-        status, error = semconv.STATUS_ERROR, "evaluation ended without a result"
+        status: semconv.EvalStatus = semconv.STATUS_ERROR
+        error = "evaluation ended without a result"
         try:
             reading = job.reading
             case = reading.case if reading is not None else None
@@ -85,8 +87,11 @@ class Evaluation:
             events = outcome_events(outcomes, time.time_ns())
             results = [o.result for o in outcomes if o.result is not None]
             self.delivery.finish(job, attributes, events, started, results)
-        except asyncio.CancelledError:
-            status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
+        except asyncio.CancelledError:  # past its deadline, or the pipeline stops
+            if time.monotonic() >= job.deadline:
+                status, error = semconv.STATUS_TIMEOUT, OVERRAN
+            else:
+                status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
             raise
         except GeneratorExit:  # closed (or an evaluator raised it): settled below
             raise

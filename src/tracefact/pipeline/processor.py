@@ -157,7 +157,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
 
     def _new_worker(self) -> Worker[Job]:
-        return Worker(self._evaluation.run, "tracefact-evaluation", self.options.concurrency)
+        return Worker(
+            self._evaluation.run,
+            "tracefact-evaluation",
+            self.options.concurrency,
+            self._evaluation.deadline_seconds,
+        )
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
