@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 
+from tracefact._validate import validate_configure
 from tracefact.config import Settings
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
@@ -34,6 +35,7 @@ from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_o
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.sampling import Always, Ratio, Sampler
+from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -78,6 +80,7 @@ def configure(
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
     redact: Redactor | None = None,
+    scrubbing: ScrubbingOptions | bool | None = None,
     evaluators: Sequence[Evaluator] | None = None,
     sampler: Sampler | None = None,
     attach: Attach | None = None,
@@ -105,9 +108,36 @@ def configure(
     export_timeout_seconds: an OTLP export's deadline and how long shutdown drains.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
-    The other options build the pipeline's `PipelineOptions`.
+    scrubbing: secrets are replaced in everything tracefact records (default on);
+    ``ScrubbingOptions(extra_patterns=[...], allow_keys=[...])`` tunes it, ``False``
+    turns it off. The other options build the pipeline's `PipelineOptions`. A wrong
+    argument raises TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
+    validate_configure(
+        {
+            "service_name": service_name,
+            "exporter": exporter,
+            "endpoint": endpoint,
+            "headers": headers,
+            "resource_attributes": resource_attributes,
+            "capture_content": capture_content,
+            "max_attribute_length": max_attribute_length,
+            "redact": redact,
+            "scrubbing": scrubbing,
+            "evaluators": evaluators,
+            "sampler": sampler,
+            "attach": attach,
+            "queue_size": queue_size,
+            "concurrency": concurrency,
+            "timeout_seconds": timeout_seconds,
+            "max_retries": max_retries,
+            "max_hold_seconds": max_hold_seconds,
+            "sinks": sinks,
+            "tracer_provider": tracer_provider,
+            "meter_provider": meter_provider,
+        }
+    )
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
     named = [e for e in exporters or () if isinstance(e, str)]
     explicit: dict[str, Any] = {
@@ -132,6 +162,7 @@ def configure(
     if exporters is None:
         del explicit["exporter"]
     settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
+    set_scrubbing(scrubbing)
     set_capture_options(
         CaptureOptions(
             capture_content=settings.capture_content,
