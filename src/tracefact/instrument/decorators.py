@@ -50,12 +50,10 @@ class _Plan:
         if model is None and self.model_parameter:
             found = self._argument("model", args, kwargs)
             model = found if isinstance(found, str) else None
-        recorder = start_span(self.name, self.kind, model, self._input(args, kwargs))
+        contexts = UNSET
         if self.contexts_name is not None:
             contexts = self._argument(self.contexts_name, args, kwargs)
-            if contexts is not UNSET:
-                recorder.record(contexts=contexts)
-        return recorder
+        return start_span(self.name, self.kind, model, self._input(args, kwargs), contexts)
 
     def _argument(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """One argument by parameter name, without binding the whole call (hot path)."""

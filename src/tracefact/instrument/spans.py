@@ -146,18 +146,8 @@ class SpanRecorder:
         self.span.set_attributes(content_attributes(output, False, self._scrubbed))
 
     def _record_contexts(self, contents: list[str]) -> None:
-        options = capture_options()
-        if not options.capture_content:
-            self.span.set_attribute(semconv.CONTEXTS_COUNT, len(contents))
-            return
         scrubbed = len(self._scrubbed)
-        texts = [
-            finish(text, options, f"{semconv.CONTEXTS}.{i}", self._scrubbed)
-            for i, text in enumerate(contents)
-        ]
-        self.span.set_attributes(
-            {semconv.CONTEXTS: texts, semconv.CONTEXTS_SOURCE: semconv.CONTEXT_SOURCE_EXPLICIT}
-        )
+        self.span.set_attributes(contexts_attributes(contents, self._scrubbed))
         if len(self._scrubbed) > scrubbed:
             self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
 
@@ -216,6 +206,22 @@ class SpanRecorder:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def contexts_attributes(contents: list[str], scrubbed: list[str]) -> dict[str, Any]:
+    """`tracefact.contexts`, or only their count when content capture is off.
+
+    The reader takes contexts without a recorded source as explicit. Scrubbed paths are
+    appended to `scrubbed`.
+    """
+    options = capture_options()
+    if not options.capture_content:
+        return {semconv.CONTEXTS_COUNT: len(contents)}
+    texts = [
+        finish(text, options, f"{semconv.CONTEXTS}.{i}", scrubbed)
+        for i, text in enumerate(contents)
+    ]
+    return {semconv.CONTEXTS: texts}
 
 
 def content_attributes(value: Any, is_input: bool, scrubbed: list[str]) -> dict[str, Any]:
@@ -282,11 +288,13 @@ def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def start_span(name: str, kind: Kind, model: str | None = None, input: Any = UNSET) -> SpanRecorder:
+def start_span(
+    name: str, kind: Kind, model: str | None = None, input: Any = UNSET, contexts: Any = UNSET
+) -> SpanRecorder:
     """Start (but do not activate) a span of the given kind as a child of the current one.
 
-    What is known at the start goes in with the span's creation: one attribute
-    validation pass instead of one per attribute.
+    What is known at the start (model, input, contexts) goes in with the span's
+    creation: one attribute validation pass instead of one per attribute.
     """
     attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: _OPENINFERENCE_KIND[kind]}
     if kind == "llm":
@@ -299,13 +307,16 @@ def start_span(name: str, kind: Kind, model: str | None = None, input: Any = UNS
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
     scrubbed: list[str] = []
-    if input is not UNSET:
-        try:
+    try:
+        if input is not UNSET:
             attributes.update(content_attributes(input, True, scrubbed))
-            if scrubbed:
-                attributes[semconv.SCRUBBED] = scrubbed
-        except Exception:
-            logger.exception("tracefact: could not record input")
+        if contexts is not UNSET:
+            documents = to_documents(contexts)
+            attributes.update(contexts_attributes([doc.content for doc in documents], scrubbed))
+        if scrubbed:
+            attributes[semconv.SCRUBBED] = scrubbed
+    except Exception:
+        logger.exception("tracefact: could not record the input or contexts")
     span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
     span = _tracer().start_span(name, kind=span_kind, attributes=attributes)
     return SpanRecorder(span, kind, scrubbed)
