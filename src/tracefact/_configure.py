@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 
+from tracefact._validate import validate_configure
 from tracefact.config import Settings
 from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.evaluators.base import Evaluator
@@ -36,6 +37,7 @@ from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
 from tracefact.sampling import Always, Ratio, Sampler
+from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -80,6 +82,7 @@ def configure(
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
     redact: Redactor | None = None,
+    scrubbing: ScrubbingOptions | bool | None = None,
     evaluators: Sequence[Evaluator] | None = None,
     sampler: Sampler | None = None,
     attach: Attach | None = None,
@@ -115,9 +118,36 @@ def configure(
     ``{"contexts": "app.request#documents.*.text"}`` (see `tracefact.conventions.mapping`).
     contexts_from_prompt: when nothing else grounds an LLM span, judge it against its
     prompt's system and other non-question messages (off: instructions are not evidence).
-    The other options build the pipeline's `PipelineOptions`.
+    scrubbing: secrets are replaced in everything tracefact records (default on);
+    ``ScrubbingOptions(extra_patterns=[...], allow_keys=[...])`` tunes it, ``False``
+    turns it off. The other options build the pipeline's `PipelineOptions`. A wrong
+    argument raises TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
+    validate_configure(
+        {
+            "service_name": service_name,
+            "exporter": exporter,
+            "endpoint": endpoint,
+            "headers": headers,
+            "resource_attributes": resource_attributes,
+            "capture_content": capture_content,
+            "max_attribute_length": max_attribute_length,
+            "redact": redact,
+            "scrubbing": scrubbing,
+            "evaluators": evaluators,
+            "sampler": sampler,
+            "attach": attach,
+            "queue_size": queue_size,
+            "concurrency": concurrency,
+            "timeout_seconds": timeout_seconds,
+            "max_retries": max_retries,
+            "max_hold_seconds": max_hold_seconds,
+            "sinks": sinks,
+            "tracer_provider": tracer_provider,
+            "meter_provider": meter_provider,
+        }
+    )
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
     named = [e for e in exporters or () if isinstance(e, str)]
     explicit: dict[str, Any] = {
@@ -146,6 +176,7 @@ def configure(
         mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
         contexts_from_prompt=contexts_from_prompt,
     )
+    set_scrubbing(scrubbing)
     set_capture_options(
         CaptureOptions(
             capture_content=settings.capture_content,

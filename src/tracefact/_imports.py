@@ -6,8 +6,11 @@ not on a public index, so the hint gives the command for a wheel and for a clone
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import os
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -51,3 +54,24 @@ def import_litellm() -> Any:
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return import_extra("litellm", "litellm")
+
+
+async def stop_litellm_worker() -> None:
+    """Stop litellm's logging worker when it runs on this event loop, before the loop closes.
+
+    litellm starts a background task on the loop of its first async call; a loop closed
+    under it leaves a coroutine that prints "Event loop is closed" tracebacks when it is
+    collected. Does nothing when litellm was never imported or works on another loop.
+    """
+    module = sys.modules.get("litellm.litellm_core_utils.logging_worker")
+    if module is None:
+        return
+    for _ in range(3):  # a call's success logging is enqueued a few loop turns after it returns
+        await asyncio.sleep(0)
+    worker = getattr(module, "GLOBAL_LOGGING_WORKER", None)
+    task = getattr(worker, "_worker_task", None)
+    if isinstance(task, asyncio.Task) and task.get_loop() is asyncio.get_running_loop():
+        # Finish what is queued first, or the next loop inherits it (and logs a warning).
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(worker.flush(), 2.0)  # type: ignore[union-attr]
+        await worker.stop()  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from tracefact._imports import stop_litellm_worker
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
 from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
@@ -53,23 +54,31 @@ def _add_eval(commands: Any) -> None:
         "per task. The first line of --out records the evaluator; re-running with the same "
         "evaluator skips ids already done (and retries those that errored), another "
         "evaluator is refused unless --force starts the file over.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     command.add_argument("file", type=Path, help="cases, one JSON object per line")
-    command.add_argument("--evaluator", default=DEFAULT_SPEC, help=SPECS)
-    command.add_argument("--out", type=Path, required=True, help="results JSONL (appended)")
-    command.add_argument("--concurrency", type=_positive_int, default=8)
-    command.add_argument("--limit", type=_positive_int, help="only the first N records")
-    command.add_argument("--timeout", type=_positive_float, default=60.0, help="seconds per case")
     command.add_argument(
-        "--retries", type=_non_negative_int, default=2, help="retries of transient errors"
+        "--evaluator", default=DEFAULT_SPEC, help=f"{SPECS} (default: %(default)s)"
+    )
+    command.add_argument("--out", type=Path, required=True, help="results JSONL (appended)")
+    command.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="cases at once (default: 8)"
+    )
+    command.add_argument("--limit", type=_positive_int, help="only the first N records")
+    command.add_argument(
+        "--timeout", type=_positive_float, default=60.0, help="seconds per case (default: 60)"
+    )
+    command.add_argument(
+        "--retries",
+        type=_non_negative_int,
+        default=2,
+        help="retries of transient errors (default: 2)",
     )
     command.add_argument("--api-base", help="for judges: an OpenAI-compatible or proxy base URL")
     command.add_argument(
         "--retry-errors",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="on a re-run, evaluate again the ids whose last result was not ok",
+        help="on a re-run, evaluate again the ids whose last result was not ok (default: on)",
     )
     command.add_argument(
         "--force",
@@ -315,6 +324,7 @@ async def _evaluate_all(
         close = getattr(evaluator, "aclose", None)
         if close is not None:
             await close()
+        await stop_litellm_worker()
     return rows
 
 

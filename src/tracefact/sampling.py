@@ -13,6 +13,7 @@ spans that would otherwise be evaluated.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import threading
 import time
 from collections import deque
@@ -20,9 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import metrics
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
+from tracefact import semconv
 from tracefact._otel import reset_after_fork
+from tracefact._version import __version__
+
+logger = logging.getLogger("tracefact")
 
 Attributes = Mapping[str, Any]
 
@@ -354,3 +360,36 @@ class AnyOf(Sampler):
 
     def __repr__(self) -> str:
         return " | ".join(map(repr, self.parts))
+
+
+NOT_SAMPLED = Decision(False, 0.0)
+
+
+def safe_decide(sampler: Sampler, span: SpanInfo) -> Decision:
+    """The sampler's decision, or "not sampled" when it raises or answers nonsense.
+
+    A user's predicate runs on the application's thread inside span start and end: its
+    bug must cost one evaluation (counted in `tracefact.sampler.errors`, logged), never
+    an exception in the application or a lost span.
+    """
+    try:
+        decision = sampler.decide(span)
+        if isinstance(decision, Decision):
+            return decision
+        error: BaseException = TypeError(f"decide() returned {type(decision).__name__}")
+    except Exception as exc:
+        error = exc
+    _sampler_errors().add(1, {"sampler": type(sampler).__name__})
+    logger.warning("tracefact: sampler %r failed, span not sampled: %r", sampler, error)
+    return NOT_SAMPLED
+
+
+def _sampler_errors() -> metrics.Counter:
+    # Through the global meter provider, looked up per error (errors are rare), so a
+    # provider set after import is used.
+    meter = metrics.get_meter_provider().get_meter("tracefact", __version__)
+    return meter.create_counter(
+        semconv.SAMPLER_ERRORS_METRIC,
+        unit="{decision}",
+        description="sampler decisions that raised; the span counted as not sampled",
+    )

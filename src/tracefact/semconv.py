@@ -101,6 +101,19 @@ CONTEXT_SOURCES = (
     CONTEXT_SOURCE_PROMPT,
 )
 CONTEXTS_COUNT = "tracefact.contexts.count"
+CAPTURE_CONTENT = "tracefact.capture_content"
+"""Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
+texts to judge were never recorded, so the reader skips them with reason `capture_off`."""
+OUTPUT_NOT_TEXT = "tracefact.output.not_text"
+"""On an LLM span whose output is not text (None, bytes, a coroutine): its Python type
+name. No `output.value` is written, and the reader skips it with reason `not_text`."""
+SCRUBBED = "tracefact.scrubbed"
+"""String array: the attribute paths where tracefact replaced a secret (e.g.
+`input.value.headers.Authorization`, `output.value`, `exception.message`)."""
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+SAMPLER_ERRORS_METRIC = "tracefact.sampler.errors"
+"""Counter: sampler decisions that raised; each such span counts as not sampled."""
 """With capture_content=False: how many contexts there were, their text being withheld."""
 
 # --- tracefact evaluation results ----------------------------------------------

@@ -67,12 +67,25 @@ def run_alone(code: str, directory: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_block_runs_as_written(where: str, code: str, tmp_path: Path) -> None:
+    check_block(where, code, tmp_path)
+
+
+def check_block(where: str, code: str, directory: Path) -> None:
+    """Run `code` alone; a block marked ``# needs:`` is only compiled."""
     if code.lstrip().startswith(NEEDS):
         compile(code, where, "exec")
         return
-    ran = run_alone(code, tmp_path)
+    ran = run_alone(code, directory)
     assert ran.returncode == 0, f"{where} failed:\n{ran.stderr}"
     assert ran.stderr == "", f"{where} wrote to stderr:\n{ran.stderr}"
+
+
+def test_a_marked_block_is_compiled_but_not_run(tmp_path: Path) -> None:
+    check_block("marked", "# needs: a Phoenix server\nimport not_installed_here\n", tmp_path)
+    with pytest.raises(SyntaxError):
+        check_block("marked", "# needs: a key\nawait judge()\n", tmp_path)
+    with pytest.raises(AssertionError, match="wrote to stderr"):
+        check_block("noisy", "import sys\nprint('retrying...', file=sys.stderr)\n", tmp_path)
 
 
 def test_the_usage_example_prints_its_evaluated_span(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,16 +32,20 @@ def cases_file(tmp_path: Path) -> Path:
 
 
 async def test_a_missing_key_is_permanent_and_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI
+    monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    judge = LLMJudge(MODEL, api_base=openai_server.api_base)
+    model = f"openai/unseen-{uuid.uuid4().hex[:8]}"  # logged once per process: a fresh one
+    judge = LLMJudge(model, api_base=openai_server.api_base)
     with pytest.raises(CredentialsError, match="set OPENAI_API_KEY") as raised:
         await judge.evaluate(CASE)
     assert not raised.value.transient
-    outcome = await run_evaluator(judge, CASE, RETRIES)
-    assert outcome.status == "error" and "OPENAI_API_KEY" in (outcome.error or "")
+    for _ in range(3):
+        outcome = await run_evaluator(judge, CASE, RETRIES)
+        assert outcome.status == "error" and "OPENAI_API_KEY" in (outcome.error or "")
     assert not openai_server.requests  # never sent, never retried
+    logged = [r.getMessage() for r in caplog.records if "OPENAI_API_KEY" in r.getMessage()]
+    assert len(logged) == 1  # the log says it once; each span carries it
 
 
 async def test_refused_credentials_are_not_retried_and_no_banner_is_printed(

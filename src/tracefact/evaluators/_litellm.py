@@ -9,6 +9,7 @@ downloads a price table.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +33,10 @@ from tracefact.evaluators.base import (
 Reply = TypeVar("Reply", bound=BaseModel)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+logger = logging.getLogger("tracefact")
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -63,7 +68,11 @@ async def ask_json(
     Temperature 0 is dropped for models that refuse it (reasoning models).
     """
     litellm = import_litellm()
-    check_credentials(litellm, model, options)
+    try:
+        check_credentials(litellm, model, options)
+    except CredentialsError as error:
+        _report_once(error)
+        raise
     kwargs: dict[str, Any] = {
         "temperature": 0,
         "drop_params": True,
@@ -80,7 +89,10 @@ async def ask_json(
             with _quiet_banners(litellm):
                 response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
         except _provider_errors(litellm) as exc:
-            raise _map_error(litellm, model, exc) from exc
+            mapped = _map_error(litellm, model, exc)
+            if isinstance(mapped, CredentialsError):
+                _report_once(mapped)
+            raise mapped from exc
     cost = _cost(litellm, response)
     try:
         text = _reply_text(response)
@@ -115,6 +127,16 @@ def check_credentials(litellm: Any, model: str, options: Mapping[str, Any]) -> N
         raise CredentialsError(
             f"no API key for {model}: set {' and '.join(missing)} (or pass api_key=...)"
         )
+
+
+def _report_once(error: CredentialsError) -> None:
+    """Log a configuration error once per process; every span still carries it."""
+    message = str(error)
+    with _reported_lock:
+        if message in _reported:
+            return
+        _reported.add(message)
+    logger.error("tracefact: %s", message)
 
 
 class _BannerSilencer:

@@ -55,7 +55,14 @@ def grounding_attributes(parent_context: otel_context.Context | None) -> dict[st
     options = capture_options()
     if not options.capture_content:
         return {semconv.CONTEXTS_COUNT: len(texts)}
-    return {
-        semconv.CONTEXTS: [finish(text, options) for text in texts],
+    scrubbed: list[str] = []
+    attributes: dict[str, Any] = {
+        semconv.CONTEXTS: [
+            finish(text, options, f"{semconv.CONTEXTS}.{i}", scrubbed)
+            for i, text in enumerate(texts)
+        ],
         semconv.CONTEXTS_SOURCE: semconv.CONTEXT_SOURCE_GROUNDING,
     }
+    if scrubbed:
+        attributes[semconv.SCRUBBED] = scrubbed
+    return attributes

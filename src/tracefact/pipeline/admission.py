@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from tracefact import semconv
 from tracefact.pipeline.slots import Slots
-from tracefact.sampling import Decision, Sampler, SpanInfo
+from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +37,8 @@ class Admission:
 
     def at_start(self, span: Span) -> None:
         """Decide as the span opens, so a refusal costs no copy at its end."""
-        decision = self.sampler.decide(
-            SpanInfo(span.context.trace_id, span.name, span.attributes or {})
+        decision = safe_decide(
+            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
         )
         # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
@@ -54,8 +54,8 @@ class Admission:
         reserved = self.slots.take(span.context.span_id)
         if reserved is not None:
             return Admitted(reserved)
-        decision = self.sampler.decide(
-            SpanInfo(span.context.trace_id, span.name, span.attributes or {})
+        decision = safe_decide(
+            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
         )
         if not decision.sampled:
             return Admitted(decision, semconv.STATUS_SAMPLED_OUT)

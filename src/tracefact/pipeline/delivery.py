@@ -23,6 +23,7 @@ from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.slots import Slots
+from tracefact.scrubbing import clean_text
 
 logger = logging.getLogger("tracefact")
 
@@ -114,5 +115,5 @@ class Delivery:
         """Finish a job without results (it failed, overran or the pipeline stops)."""
         attributes: dict[str, Any] = {semconv.EVAL_STATUS: status}
         if error is not None:
-            attributes[semconv.EVAL_ERROR] = error
+            attributes[semconv.EVAL_ERROR] = clean_text(error)
         self.finish(job, attributes)

@@ -21,6 +21,7 @@ from tracefact.pipeline.delivery import Delivery
 from tracefact.pipeline.enrich import outcome_attributes, outcome_events
 from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
+from tracefact.pipeline.outcome import cleaned
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 from tracefact.pipeline.slots import Slots
 
@@ -69,9 +70,12 @@ class Evaluation:
             if reading is None or case is None:
                 self.delivery.settle(job, semconv.STATUS_SKIPPED)
                 return
-            outcomes = await asyncio.gather(
-                *(run_evaluator(e, case, self.policy) for e in self.evaluators)
-            )
+            outcomes = [
+                cleaned(outcome)
+                for outcome in await asyncio.gather(
+                    *(run_evaluator(e, case, self.policy) for e in self.evaluators)
+                )
+            ]
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
             priced = [o for o in outcomes if o.cost_usd or o.status == semconv.STATUS_OK]

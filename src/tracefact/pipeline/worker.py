@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from tracefact._imports import stop_litellm_worker
 from tracefact._otel import suppressed_context
 from tracefact.pipeline.threads import DaemonThreads
 
@@ -134,6 +135,7 @@ class Worker(Generic[Job]):
                 task.cancel()
             if self._tasks:  # bounded: a task may swallow its cancellation
                 await asyncio.wait(list(self._tasks), timeout=1.0)
+            await stop_litellm_worker()  # its task would outlive the loop, noisily
             loop.stop()
 
         try:
