@@ -220,6 +220,8 @@ def test_skip_reasons() -> None:
         )
     }
     assert read_case(tool_call).skip_reason == semconv.SKIP_NOT_TEXT
+    marked = {semconv.OUTPUT_NOT_TEXT: "coroutine", semconv.CONTEXTS: ("c",)}
+    assert read_case(marked).skip_reason == semconv.SKIP_NOT_TEXT
     body = {semconv.OUTPUT_VALUE: '{"unknown": 1}', semconv.OUTPUT_MIME_TYPE: "application/json"}
     assert read_case(body).skip_reason == semconv.SKIP_NOT_TEXT
 

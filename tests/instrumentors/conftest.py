@@ -23,6 +23,15 @@ os.environ.update(OPENAI_V2_ENV)
 os.environ["TRACELOOP_METRICS_ENABLED"] = "false"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # OpenLLMetry 0.62.4 declares a pydantic model with a class-based `config` (deprecated
+    # in pydantic 2) when it instruments: third-party and harmless.
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:Support for class-based `config` is deprecated:DeprecationWarning",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     only = os.environ.get("TRACEFACT_INSTRUMENTOR")
     if not only:

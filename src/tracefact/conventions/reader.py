@@ -91,6 +91,8 @@ def _read(
             mapped = apply_mapping(options.mapping, attributes) if options.mapping else {}
         return mapped
 
+    if attributes.get(semconv.OUTPUT_NOT_TEXT) is not None:  # tracefact saw a non-text output
+        return Reading(None, skip_reason=semconv.SKIP_NOT_TEXT)
     answer = found.answer_text() if found is not None else None
     if answer is None:
         answer = mapping().get("answer")
