@@ -67,6 +67,9 @@ _atexit_registered = False
 
 ExporterSpec = str | SpanExporter
 
+_NOT_SETTINGS = frozenset({"exporter", "evaluators"})
+"""`configure` arguments whose objects differ from their `Settings` spelling (names)."""
+
 
 def configure(
     *,
@@ -125,54 +128,18 @@ def configure(
     TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
-    validate_configure(
-        {
-            "service_name": service_name,
-            "exporter": exporter,
-            "endpoint": endpoint,
-            "headers": headers,
-            "resource_attributes": resource_attributes,
-            "capture_content": capture_content,
-            "max_attribute_length": max_attribute_length,
-            "redact": redact,
-            "scrubbing": scrubbing,
-            "evaluators": evaluators,
-            "sampler": sampler,
-            "attach": attach,
-            "queue_size": queue_size,
-            "concurrency": concurrency,
-            "timeout_seconds": timeout_seconds,
-            "max_retries": max_retries,
-            "max_hold_seconds": max_hold_seconds,
-            "sinks": sinks,
-            "tracer_provider": tracer_provider,
-            "meter_provider": meter_provider,
-        }
-    )
+    arguments = dict(locals())  # every argument by name: validated, then read by name
+    validate_configure(arguments)
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
     named = [e for e in exporters or () if isinstance(e, str)]
-    explicit: dict[str, Any] = {
-        "service_name": service_name,
-        "exporter": ",".join(named) if named or exporters is None else "none",
-        "endpoint": endpoint,
-        "headers": headers,
-        "resource_attributes": resource_attributes,
-        "export_queue_size": export_queue_size,
-        "export_batch_size": export_batch_size,
-        "export_delay_seconds": export_delay_seconds,
-        "export_timeout_seconds": export_timeout_seconds,
-        "capture_content": capture_content,
-        "max_attribute_length": max_attribute_length,
-        "attach": attach,
-        "queue_size": queue_size,
-        "concurrency": concurrency,
-        "timeout_seconds": timeout_seconds,
-        "max_retries": max_retries,
-        "max_hold_seconds": max_hold_seconds,
+    explicit = {  # options also readable from TRACEFACT_* variables, where given here
+        name: arguments[name]
+        for name in Settings.model_fields
+        if name not in _NOT_SETTINGS and arguments.get(name) is not None
     }
-    if exporters is None:
-        del explicit["exporter"]
-    settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
+    if exporters is not None:
+        explicit["exporter"] = ",".join(named) if named else "none"
+    settings = Settings(**explicit)
     set_scrubbing(scrubbing)
     read_options = ReadOptions(
         mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
