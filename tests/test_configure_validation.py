@@ -105,7 +105,7 @@ def test_a_sampler_that_raises_counts_as_not_sampled(spans: Spans, sampler: Samp
         for resource in data.resource_metrics
         for scope in resource.scope_metrics
         for metric in scope.metrics
-        if metric.name == semconv.SAMPLER_ERRORS_METRIC
+        if metric.name == semconv.METRIC_SAMPLER_ERRORS
         for point in metric.data.data_points
     ]
     assert sum(counts) == 2

@@ -389,7 +389,7 @@ def _sampler_errors() -> metrics.Counter:
     # provider set after import is used.
     meter = metrics.get_meter_provider().get_meter("tracefact", __version__)
     return meter.create_counter(
-        semconv.SAMPLER_ERRORS_METRIC,
+        semconv.METRIC_SAMPLER_ERRORS,
         unit="{decision}",
         description="sampler decisions that raised; the span counted as not sampled",
     )

@@ -36,18 +36,18 @@ class ProcessMetrics:
         self._skip_counts: Counter[str] = Counter()
         self.pipelines: weakref.WeakSet[PipelineMetrics] = weakref.WeakSet()
         self.evaluations = meter.create_counter(
-            "tracefact.evaluations",
+            semconv.METRIC_EVALUATIONS,
             unit="{evaluation}",
             description="evaluations by evaluator, label and status",
         )
         self.score = meter.create_histogram(
-            "tracefact.eval.score", description="hallucination score (1 = hallucinated)"
+            semconv.METRIC_EVAL_SCORE, description="hallucination score (1 = hallucinated)"
         )
         self.duration = meter.create_histogram(
-            "tracefact.eval.duration", unit="ms", description="evaluation latency"
+            semconv.METRIC_EVAL_DURATION, unit="ms", description="evaluation latency"
         )
         self.cost = meter.create_counter(
-            "tracefact.eval.cost", unit="USD", description="evaluation spend"
+            semconv.METRIC_EVAL_COST, unit="USD", description="evaluation spend"
         )
         meter.create_observable_counter(
             semconv.METRIC_EVAL_SPANS,

@@ -12,6 +12,7 @@ from typing import Literal
 from opentelemetry import metrics
 from opentelemetry.metrics import MeterProvider
 
+from tracefact import semconv
 from tracefact._version import __version__
 
 SinkOutcome = Literal["delivered", "failed", "dropped"]
@@ -24,7 +25,7 @@ class SinkMetrics:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("tracefact", __version__)
         self._sink = sink
         self._results = meter.create_counter(
-            "tracefact.sink.results",
+            semconv.METRIC_SINK_RESULTS,
             unit="{result}",
             description="evaluation results handed to a sink, by sink and outcome",
         )
