@@ -130,7 +130,7 @@ def tuning_sets(data: Path, per_task: int, seed: int) -> dict[str, list[Example]
 def model_fingerprint(directory: Path) -> str:
     """Hash of the model files and settings bar the combiner's: what the rows depend on."""
     settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    for fitted in ("features", "weights", "bias", "threshold"):
+    for fitted in ("features", "weights", "bias", "threshold", "copied_share", "copied_score"):
         settings.pop(fitted, None)
     digest = hashlib.sha256(json.dumps([FEATURES, settings], sort_keys=True).encode())
     for name in ("model.onnx", "tokenizer.json"):

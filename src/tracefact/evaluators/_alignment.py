@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from tracefact.evaluators.lexical import content_words, plain_sentences
 
@@ -132,3 +133,51 @@ def sentence_features(
             ]
         )
     return rows
+
+
+_TOKEN = re.compile(r"[\w'’]+")
+_RUN = 3
+"""Shortest run of consecutive words that counts as copied: shorter ones match by chance."""
+_SLACK = frozenset(
+    """a an the and or of to in on at for with by as that which who also then its their his
+    her is was are were has have had be been""".split()
+)
+"""Words a near-verbatim copy may add or drop. No negation, name or number is among them,
+so a swapped name, number or an added "not" always leaves the copy uncovered."""
+
+
+def _tokens(text: str) -> list[str]:
+    return [token.replace("’", "'") for token in _TOKEN.findall(text.lower())]
+
+
+def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[float]:
+    """Per answer sentence, the share of its words copied in order from one context sentence
+    (or two adjacent ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the
+    copied runs carries meaning (a swapped name or number, an added clause or negation).
+
+    Case, punctuation, dropped words and a dropped trailing clause keep a copy whole; an
+    added article or auxiliary costs only its own share. `LocalFactuality` caps the score
+    of a sentence copied this way: nothing is better supported than the context's words.
+    """
+    context_sentences = [_tokens(s) for context in contexts for s in plain_sentences(context)]
+    spans = [
+        first + (context_sentences[index + 1] if index + 1 < len(context_sentences) else [])
+        for index, first in enumerate(context_sentences)
+    ]
+    shares = []
+    for sentence in sentences:
+        tokens = _tokens(sentence)
+        best = 0.0
+        wanted = set(tokens) - _SLACK
+        for span in spans:
+            if not tokens or not wanted <= set(span):
+                continue  # some meaningful word never occurs there
+            matcher = SequenceMatcher(None, tokens, span, autojunk=False)
+            covered = [False] * len(tokens)
+            for block in matcher.get_matching_blocks():
+                if block.size >= _RUN:
+                    covered[block.a : block.a + block.size] = [True] * block.size
+            if all(done or token in _SLACK for done, token in zip(covered, tokens, strict=True)):
+                best = max(best, sum(covered) / len(tokens))
+        shares.append(best)
+    return shares

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracefact.evaluators._alignment import FEATURES, sentence_features
+from tracefact.evaluators._alignment import FEATURES, copied_shares, sentence_features
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
@@ -67,6 +67,10 @@ class ModelConfig:
     ``scripts/fit_local_factuality_combiner.py``."""
     bias: float = 0.0
     threshold: float = 0.5
+    copied_share: float = 1.0
+    copied_score: float = 1.0
+    """A sentence at least ``copied_share`` copied from one context sentence
+    (`_alignment.copied_shares`) scores at most ``copied_score``."""
     version: str = "dev"
     cls_id: int = 101
     sep_id: int = 102
@@ -323,6 +327,8 @@ class SentenceEvidence:
     sentences: list[str]
     rows: list[list[float]]
     sequences: int
+    copied: list[float]
+    """Per sentence, its share copied from the contexts (`_alignment.copied_shares`)."""
     """Model inputs read for the case (windows x answer groups)."""
 
 
@@ -496,7 +502,8 @@ class LocalFactuality:
             offset += count
             aligned = sentence_features(case.input, case.contexts, plan.sentences)
             rows = [[logit, *row] for logit, row in zip(sentence_logits, aligned, strict=True)]
-            evidence.append(SentenceEvidence(plan.sentences, rows, len(plan.windows)))
+            copied = copied_shares(case.contexts, plan.sentences)
+            evidence.append(SentenceEvidence(plan.sentences, rows, len(plan.windows), copied))
         return evidence
 
     def evaluate_batch(self, cases: Sequence[EvalCase]) -> list[EvalResult]:
@@ -526,6 +533,12 @@ class LocalFactuality:
         sentence_scores = [
             _sigmoid(config.bias + sum(w * x for w, x in zip(config.weights, row, strict=True)))
             for row in evidence.rows
+        ]
+        # A sentence copied from the context is as supported as an answer gets, whatever
+        # the model makes of its style (HaluEval's faithful answers are rarely sentences).
+        sentence_scores = [
+            min(value, config.copied_score) if share >= config.copied_share else value
+            for value, share in zip(sentence_scores, evidence.copied, strict=True)
         ]
         # The answer is as unsupported as its worst sentence.
         score = max(sentence_scores)
@@ -565,5 +578,6 @@ class LocalFactuality:
                     zip(FEATURES, evidence.rows[sentence_scores.index(score)], strict=True)
                 ),
                 "sequences": evidence.sequences,
+                "copied_shares": [round(value, 4) for value in evidence.copied],
             },
         )
