@@ -233,3 +233,11 @@ async def test_long_context_and_long_answer_are_read_whole(detector: LocalFactua
     assert good.raw["sentence_scores"][-1] < bad.raw["sentence_scores"][-1]
     assert max(bad.raw["sentence_scores"]) == bad.raw["sentence_scores"][-1]
     assert bad.score > good.score
+
+
+async def test_a_name_lifted_from_the_context_is_not_a_copied_claim(
+    detector: LocalFactuality,
+) -> None:
+    # A swapped answer is often a name lifted from elsewhere in the context: no claim.
+    result = await detector.evaluate(case("Pierre Curie and Henri Becquerel"))
+    assert result.raw["copied_shares"] == [0.0]

@@ -138,6 +138,11 @@ def sentence_features(
 _TOKEN = re.compile(r"[\w'’]+")
 _RUN = 3
 """Shortest run of consecutive words that counts as copied: shorter ones match by chance."""
+_CLAIM = 0.4
+"""Least share of the context sentence(s) a copy must take: a name lifted from a sentence is
+a span of it, not a claim it makes (a swapped name is often such a span)."""
+_SHORTEST = 5
+"""Fewest words of a copy: shorter ones are names or fragments rather than claims."""
 _SLACK = frozenset(
     """a an the and or of to in on at for with by as that which who also then its their his
     her is was are were has have had be been""".split()
@@ -150,34 +155,38 @@ def _tokens(text: str) -> list[str]:
     return [token.replace("’", "'") for token in _TOKEN.findall(text.lower())]
 
 
+def _copied_share(tokens: list[str], first: list[str], second: list[str]) -> float:
+    """Share of ``tokens`` copied in order from one context sentence or two adjacent ones."""
+    span = first + second
+    if len(tokens) < _SHORTEST or not set(tokens) - _SLACK <= set(span):
+        return 0.0  # some meaningful word never occurs there
+    covered = [False] * len(tokens)
+    used: list[int] = []
+    for block in SequenceMatcher(None, tokens, span, autojunk=False).get_matching_blocks():
+        if block.size >= _RUN:
+            covered[block.a : block.a + block.size] = [True] * block.size
+            used += [block.b, block.b + block.size - 1]
+    if not used or not all(done or t in _SLACK for done, t in zip(covered, tokens, strict=True)):
+        return 0.0
+    touched = (len(first) if min(used) < len(first) else 0) + (
+        len(second) if max(used) >= len(first) else 0
+    )
+    return sum(covered) / len(tokens) if sum(covered) >= _CLAIM * touched else 0.0
+
+
 def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[float]:
     """Per answer sentence, the share of its words copied in order from one context sentence
     (or two adjacent ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the
-    copied runs carries meaning (a swapped name or number, an added clause or negation).
+    copied runs carries meaning (a swapped name or number, an added clause or negation),
+    or when the copy is a fragment (a name) rather than a claim of the context.
 
     Case, punctuation, dropped words and a dropped trailing clause keep a copy whole; an
     added article or auxiliary costs only its own share. `LocalFactuality` caps the score
     of a sentence copied this way: nothing is better supported than the context's words.
     """
-    context_sentences = [_tokens(s) for context in contexts for s in plain_sentences(context)]
-    spans = [
-        first + (context_sentences[index + 1] if index + 1 < len(context_sentences) else [])
-        for index, first in enumerate(context_sentences)
+    context = [_tokens(s) for text in contexts for s in plain_sentences(text)]
+    pairs = list(zip(context, [*context[1:], []], strict=True))
+    return [
+        max((_copied_share(_tokens(sentence), *pair) for pair in pairs), default=0.0)
+        for sentence in sentences
     ]
-    shares = []
-    for sentence in sentences:
-        tokens = _tokens(sentence)
-        best = 0.0
-        wanted = set(tokens) - _SLACK
-        for span in spans:
-            if not tokens or not wanted <= set(span):
-                continue  # some meaningful word never occurs there
-            matcher = SequenceMatcher(None, tokens, span, autojunk=False)
-            covered = [False] * len(tokens)
-            for block in matcher.get_matching_blocks():
-                if block.size >= _RUN:
-                    covered[block.a : block.a + block.size] = [True] * block.size
-            if all(done or token in _SLACK for done, token in zip(covered, tokens, strict=True)):
-                best = max(best, sum(covered) / len(tokens))
-        shares.append(best)
-    return shares
