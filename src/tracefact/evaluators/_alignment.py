@@ -158,8 +158,6 @@ def _tokens(text: str) -> list[str]:
 def _copied_share(tokens: list[str], first: list[str], second: list[str]) -> float:
     """Share of ``tokens`` copied in order from one context sentence or two adjacent ones."""
     span = first + second
-    if len(tokens) < _SHORTEST or not set(tokens) - _SLACK <= set(span):
-        return 0.0  # some meaningful word never occurs there
     covered = [False] * len(tokens)
     used: list[int] = []
     for block in SequenceMatcher(None, tokens, span, autojunk=False).get_matching_blocks():
@@ -186,7 +184,18 @@ def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[flo
     """
     context = [_tokens(s) for text in contexts for s in plain_sentences(text)]
     pairs = list(zip(context, [*context[1:], []], strict=True))
-    return [
-        max((_copied_share(_tokens(sentence), *pair) for pair in pairs), default=0.0)
-        for sentence in sentences
-    ]
+    vocabularies = [set(first) | set(second) for first, second in pairs]
+    shares = []
+    for sentence in sentences:
+        tokens = _tokens(sentence)
+        if len(tokens) < _SHORTEST:
+            shares.append(0.0)
+            continue
+        meaningful = set(tokens) - _SLACK
+        candidates = [
+            pair
+            for pair, vocabulary in zip(pairs, vocabularies, strict=True)
+            if meaningful <= vocabulary  # else some meaningful word never occurs there
+        ]
+        shares.append(max((_copied_share(tokens, *pair) for pair in candidates), default=0.0))
+    return shares
