@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ lint: setup-dev
 
 test: lint
 	$(BIN)/pytest -q
+
+# The fault-injection suite at length (make test runs a quick round of it).
+chaos: setup-dev
+	TRACEFACT_CHAOS_EXAMPLES=500 $(BIN)/pytest -q tests/pipeline/test_chaos.py
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -17,14 +17,13 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Sequence
-from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from tracefact import semconv
-from tracefact.evaluators.base import EvalCase, EvalResult
+from tracefact.evaluators.base import EvalCase, EvalResult, EvaluatorDescription
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.sampling import Always, Never, Sampler
 
@@ -46,8 +45,8 @@ class SleepingEvaluator:
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="sleep")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         if self.seconds is None:
@@ -118,8 +117,11 @@ def percentiles(ns: list[int]) -> tuple[float, float]:
 
 
 def measure_on_end(spans: int, rounds: int = 5) -> None:
-    """Each setup measured in ``rounds`` interleaved rounds; the best round counts, as in
-    overhead.py, so that a busy moment of the machine does not decide the ratio."""
+    """Each setup measured in ``rounds`` interleaved rounds.
+
+    The best round counts, as in overhead.py, so that a busy moment of the machine does not decide
+    the ratio.
+    """
     setups = {
         "BatchSpanProcessor alone": None,
         "evaluation on, span sampled out": Never(),

@@ -1,5 +1,7 @@
-"""Running a real backend for an end-to-end check: start it, wait until it answers, run
-the demo against it, stop it, and time each stage."""
+"""Running a real backend for an end-to-end check.
+
+Start it, wait until it answers, run the demo against it, stop it, and time each stage.
+"""
 
 from __future__ import annotations
 
@@ -53,8 +55,10 @@ def free_port() -> int:
 def running(
     command: list[str], env: dict[str, str], ready_url: str, log: Path, timeout: float = 180
 ) -> Iterator[None]:
-    """Start a server in its own process group, wait for `ready_url` to answer 200, and
-    stop the group afterwards (SIGTERM, then SIGKILL)."""
+    """Start a server in its own process group and wait for `ready_url` to answer 200.
+
+    The group is stopped afterwards (SIGTERM, then SIGKILL).
+    """
     with log.open("wb") as out:
         process = subprocess.Popen(
             command,

@@ -1,5 +1,7 @@
-"""End to end with MLflow: the demo's spans arrive over OTLP, its evaluations as
-assessments, and both are read back through MLflow's REST API.
+"""End to end with MLflow.
+
+The demo's spans arrive over OTLP, its evaluations as assessments, and both are read back through
+MLflow's REST API.
 
 Run by `make e2e` with the project's Python, from the repository root:
     python -m e2e.mlflow_check

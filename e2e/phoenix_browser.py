@@ -1,5 +1,6 @@
-"""A person's look at one evaluated trace in Phoenix, with Playwright driving Debian's
-chromium (never a downloaded browser).
+"""A person's look at one evaluated trace in Phoenix, in a real browser.
+
+Playwright drives Debian's chromium (never a downloaded browser).
 
     python e2e/phoenix_browser.py TRACE_URL LABEL EXPLANATION OUT.png
 

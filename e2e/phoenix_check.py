@@ -1,5 +1,7 @@
-"""End to end with Arize Phoenix: the demo's spans and evaluations, read back through
-Phoenix's REST API, then looked at in a real browser.
+"""End to end with Arize Phoenix.
+
+The demo's spans and evaluations, read back through Phoenix's REST API, then looked at in a real
+browser.
 
 Run by `make e2e` with the project's Python, from the repository root:
     python -m e2e.phoenix_check

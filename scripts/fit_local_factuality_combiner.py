@@ -6,7 +6,7 @@
 The model (``scripts/train_local_factuality.py``) gives one logit per answer sentence.
 Alone it leans on the answer's style, which HaluEval rewards, and misses literal
 mismatches. The combiner is a logistic regression over that logit and the alignment
-features of ``tracefact.evaluators._alignment``, max-pooled over sentences (an answer is
+features of ``tracefact.evaluators.local.alignment``, max-pooled over sentences (an answer is
 as unsupported as its worst sentence). It is fitted on HaluEval train items the model
 never saw (the tail of the training script's shuffle), each used several ways: the
 faithful and the hallucinated answer; the faithful answer against another item's context;
@@ -38,10 +38,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import local_factuality_contrast as lfc  # noqa: E402
 
-from tracefact.evaluators._alignment import FEATURES, copied_shares  # noqa: E402
 from tracefact.evaluators.base import EvalCase  # noqa: E402
-from tracefact.evaluators.local import LocalFactuality, split_sentences  # noqa: E402
-from tracefact.evaluators.metrics import Confusion  # noqa: E402
+from tracefact.evaluators.confusion import Confusion  # noqa: E402
+from tracefact.evaluators.local import LocalFactuality  # noqa: E402
+from tracefact.evaluators.local.alignment import FEATURES, copied_shares  # noqa: E402
+from tracefact.evaluators.local.windows import split_sentences  # noqa: E402
 
 TRAIN_SEED = 7  # the training script's shuffle, so its tail is items the model never saw
 TUNE_ITEMS = 150  # the training script's held-out head
@@ -65,8 +66,10 @@ def case(item: dict[str, Any], output: str, contexts: list[str] | None = None) -
 
 
 def examples(items: list[dict[str, Any]], task: str, rng: random.Random) -> Iterator[Example]:
-    """Each item as a HaluEval pair, a context swap, a minimal edit, and a copied answer
-    with its minimal edit (label 1 = hallucinated)."""
+    """Each item as a HaluEval pair, a context swap, a minimal edit, and a copied answer.
+
+    The copied answer comes with its minimal edit too (label 1 = hallucinated).
+    """
     for index, item in enumerate(items):
         context = " ".join(item["contexts"])
         other = items[(index + 1 + rng.randrange(len(items) - 1)) % len(items)]
@@ -142,8 +145,10 @@ def model_fingerprint(directory: Path) -> str:
 def evidence_rows(
     detector: LocalFactuality, batch: list[Example], cache: Path
 ) -> list[list[list[float]]]:
-    """Feature rows per case, cached on disk by case (the model is the slow part); the
-    cache file is named by `model_fingerprint`, so stale rows are never reused."""
+    """Feature rows per case, cached on disk by case (the model is the slow part).
+
+    The cache file is named by `model_fingerprint`, so stale rows are never reused.
+    """
     stored: dict[str, list[list[float]]] = {}
     if cache.exists():
         with cache.open(encoding="utf-8") as handle:
@@ -171,8 +176,10 @@ def evidence_rows(
 def fit(
     rows: list[list[list[float]]], labels: np.ndarray, weights: np.ndarray, l2: float
 ) -> tuple[np.ndarray, float]:
-    """Max-pooled logistic regression by projected Adam, weights >= 0: case logit = max over
-    sentences of w.x + b."""
+    """Max-pooled logistic regression by projected Adam, weights >= 0.
+
+    Case logit = max over sentences of w.x + b.
+    """
     features = np.array([r for case_rows in rows for r in case_rows], dtype=np.float64)
     owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
     w = np.zeros(features.shape[1])
@@ -205,8 +212,11 @@ def scores(rows: list[list[list[float]]], w: np.ndarray, b: float) -> np.ndarray
 def capped_scores(
     rows: list[list[list[float]]], w: np.ndarray, b: float, batch: list[Example], config: Any
 ) -> np.ndarray:
-    """`scores` as `LocalFactuality` gives them: a sentence copied from the contexts
-    (``copied_share`` of it or more) scores at most ``copied_score``."""
+    """`scores` as `LocalFactuality` gives them, copied sentences capped.
+
+    A sentence copied from the contexts (``copied_share`` of it or more) scores at most
+    ``copied_score``.
+    """
     share = config.get("copied_share", 1.0)
     cap = config.get("copied_score", 1.0)
     out = []

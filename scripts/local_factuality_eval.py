@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import local_factuality_contrast as lfc  # noqa: E402
 
 from tracefact.evaluators.base import EvalCase  # noqa: E402
+from tracefact.evaluators.confusion import Confusion  # noqa: E402
 from tracefact.evaluators.lexical import content_words  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
-from tracefact.evaluators.metrics import Confusion  # noqa: E402
 
 TASK_OF = {"QA": "qa", "Summary": "summarization", "dialogue": "dialogue"}
 

@@ -14,7 +14,7 @@ Steps, all seeded:
    same context, a negation or an added sentence from another item (hallucinated), and
    for QA a full context sentence containing the answer (faithful) and its perturbation.
 3. A cross-encoder (first 4 layers of all-MiniLM-L6-v2 plus a per-token head) is trained
-   with the same windowing as the runtime (``tracefact.evaluators.local.plan_case``): the
+   with the same windowing as the runtime (``tracefact.evaluators.local.windows.plan_case``): the
    answer logit is max over sentences of min over windows; sentence-level targets where
    the perturbed sentence is known.
 4. Export to ONNX, graph fusion, dynamic int8 quantisation.
@@ -43,9 +43,9 @@ import local_factuality_contrast as lfc  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-from tracefact.evaluators.local import (  # noqa: E402
+from tracefact.evaluators.local.config import ModelConfig  # noqa: E402
+from tracefact.evaluators.local.windows import (  # noqa: E402
     HFTokenizer,
-    ModelConfig,
     Plan,
     Window,
     plan_case,
@@ -492,8 +492,11 @@ def export(
 
 
 def _reexec_with_malloc_settings() -> None:
-    """Keep freed memory in the heap: without this glibc maps and unmaps the big
-    attention tensors every step and training spends half its time in the kernel."""
+    """Keep freed memory in the heap.
+
+    Without this glibc maps and unmaps the big attention tensors every step and training spends half
+    its time in the kernel.
+    """
     wanted = {
         "MALLOC_TRIM_THRESHOLD_": "4000000000",
         "MALLOC_TOP_PAD_": "1000000000",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 import tracefact
+
+# Test modules import litellm directly; like tracefact, they must never make it fetch its
+# price table over the network (it retries for seconds and logs warnings when offline).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def reset_global_tracer_provider() -> None:

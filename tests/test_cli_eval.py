@@ -72,7 +72,10 @@ def run(server: FakeOpenAI, cases: Path, out: Path, *extra: str) -> int:
 
 
 def read(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.read_text().splitlines()]
+    """Result rows, after the header line that records the evaluator."""
+    header, *rows = (json.loads(line) for line in out.read_text().splitlines())
+    assert set(header) == {"tracefact_eval"}
+    return rows
 
 
 def test_eval_writes_results_and_prints_metrics(
@@ -126,7 +129,7 @@ def test_rerun_skips_ids_already_in_the_output(
 
 def read_valid(out: Path) -> list[dict[str, Any]]:
     rows = []
-    for line in out.read_text().splitlines():
+    for line in out.read_text().splitlines()[1:]:
         try:
             rows.append(json.loads(line))
         except ValueError:
@@ -191,3 +194,105 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         main([])
     with pytest.raises(SystemExit):
         main(["eval", str(cases), "--out", out, "--concurrency", "0"])
+
+
+def test_default_evaluator_is_the_local_model_and_help_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "(default: local)" in " ".join(capsys.readouterr().out.split())
+    out = tmp_path / "results.jsonl"
+    cases = write_cases(
+        tmp_path / "cases.jsonl",
+        [{"id": "a", "contexts": ["The tower opened in 1889."], "output": "It opened in 1889."}],
+    )
+    assert main(["eval", str(cases), "--out", str(out)]) == 0
+    header = json.loads(out.read_text().splitlines()[0])["tracefact_eval"]
+    assert header["evaluator"]["evaluator"] == "local-factuality"
+    assert read(out)[0]["evaluator"].startswith("local-factuality")
+
+
+def test_resume_refuses_a_file_written_by_another_evaluator(
+    server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases, out = dataset(tmp_path), tmp_path / "results.jsonl"
+    assert main(["eval", str(cases), "--out", str(out), "--evaluator", "lexical"]) == 0
+    lexical_rows = read(out)
+    assert run(server, cases, out) == 2
+    err = capsys.readouterr().err
+    assert "written by another evaluator (lexical-overlap)" in err and "--force" in err
+    assert read(out) == lexical_rows and not server.requests  # untouched, nothing evaluated
+    assert main(["eval", str(cases), "--out", str(out), "--evaluator", "lexical:0.9"]) == 2
+    assert run(server, cases, out, "--force") == 0  # starts the file over with the judge
+    assert len(server.requests) == len(RECORDS)
+    rows = read(out)
+    assert {row["evaluator"] for row in rows} == {f"llm-judge({MODEL})"}
+    header = json.loads(out.read_text().splitlines()[0])["tracefact_eval"]["evaluator"]
+    assert header["model"] == MODEL and header["evaluator"] == "llm-judge"
+
+
+def test_resume_refuses_a_file_without_a_recorded_evaluator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.jsonl"
+    out.write_text(json.dumps({"id": "qa-1", "status": "ok", "label": "factual"}) + "\n")
+    argv = ["eval", str(dataset(tmp_path)), "--out", str(out), "--evaluator", "lexical"]
+    assert main(argv) == 2
+    assert "unrecorded evaluator" in capsys.readouterr().err
+
+
+def test_rerun_retries_errored_rows_by_default(server: FakeOpenAI, tmp_path: Path) -> None:
+    cases = write_cases(
+        tmp_path / "cases.jsonl",
+        [
+            {"id": "ok", "contexts": ["c"], "output": "fine"},
+            {"id": "flaky", "contexts": ["c"], "output": "BROKEN"},
+        ],
+    )
+    out = tmp_path / "results.jsonl"
+    assert run(server, cases, out) == 1
+    assert run(server, cases, out, "--no-retry-errors") == 0  # nothing to do
+    assert len(server.requests) == 2
+    server.responder = lambda body: Canned(content='{"verdict": "factual", "reasons": []}')
+    assert run(server, cases, out) == 0  # the errored id is evaluated again, and now passes
+    assert len(server.requests) == 3
+    latest = {row["id"]: row["status"] for row in read(out)}
+    assert latest == {"ok": "ok", "flaky": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("deep.jsonl", b"[" * 100_000 + b"\n", "deep.jsonl:1: not a valid case: nested too deeply"),
+        ("cut.jsonl.gz", gzip.compress(b'{"output": "x"}\n' * 50)[:-12], "truncated or corrupt"),
+        ("bad.jsonl.gz", b"not gzip at all", "truncated or corrupt"),
+    ],
+)
+def test_unreadable_case_files_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes, message: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    argv = ["eval", str(tmp_path / name), "--out", str(tmp_path / "r.jsonl"), "--evaluator"]
+    assert main([*argv, "lexical"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_results_file_that_is_not_ours_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.jsonl"
+    out.write_text('{"id": 7, "status": "ok"}\n{"id": ["x"]}\n')
+    assert main(["eval", str(dataset(tmp_path)), "--out", str(out), "--evaluator", "lexical"]) == 2
+    assert "results.jsonl:1: not a tracefact result line" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "soon"])
+def test_timeout_must_be_a_positive_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", str(dataset(tmp_path)), "--out", str(tmp_path / "r"), "--timeout", value])
+    assert exit_info.value.code == 2
+    assert "--timeout" in capsys.readouterr().err

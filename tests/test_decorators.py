@@ -253,3 +253,62 @@ async def test_span_async_context_manager_records_exception(spans: Spans) -> Non
 def test_span_rejects_unknown_kind() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         tracefact.span("x", kind="tool")  # type: ignore[arg-type]
+
+
+def test_generator_send_and_throw_reach_the_wrapped_generator(spans: Spans) -> None:
+    received: list[object] = []
+
+    @tracefact.llm(name="chat")
+    def chat(question: str) -> Iterator[str]:
+        while True:
+            try:
+                received.append((yield "ready"))
+            except KeyError:
+                yield "handled"
+
+    stream = chat("q")
+    assert next(stream) == "ready"
+    assert stream.send("hello") == "ready"
+    assert stream.throw(KeyError("x")) == "handled"
+    stream.close()
+    assert received == ["hello"]
+    span = spans.one("chat")
+    assert span.attributes[OUTPUT] == "readyreadyhandled"
+
+
+def test_async_generator_asend_and_athrow_reach_the_wrapped_generator(spans: Spans) -> None:
+    received: list[object] = []
+
+    @tracefact.llm(name="chat")
+    async def chat(question: str) -> AsyncIterator[str]:
+        while True:
+            try:
+                received.append((yield "ready"))
+            except KeyError:
+                yield "handled"
+
+    async def main() -> list[str]:
+        stream = chat("q")
+        out = [await stream.asend(None), await stream.asend("hello")]
+        out.append(await stream.athrow(KeyError("x")))
+        await stream.aclose()
+        return out
+
+    assert asyncio.run(main()) == ["ready", "ready", "handled"]
+    assert received == ["hello"]
+    assert spans.one("chat").attributes[OUTPUT] == "readyreadyhandled"
+
+
+def test_generator_error_thrown_in_and_not_handled_fails_the_span(spans: Spans) -> None:
+    @tracefact.llm(name="chat")
+    def chat(question: str) -> Iterator[str]:
+        yield "a"
+        yield "b"
+
+    stream = chat("q")
+    next(stream)
+    with pytest.raises(ValueError, match="stop"):
+        stream.throw(ValueError("stop"))
+    span = spans.one("chat")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[OUTPUT] == "a"

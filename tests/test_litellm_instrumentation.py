@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import sys
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +123,24 @@ def test_api_key_never_reaches_the_span(instrumented: Spans) -> None:
     )
     (span,) = instrumented.all()
     assert all("sk-very-secret" not in str(value) for value in span.attributes.values())
+
+
+def test_functions_imported_before_instrumenting_are_traced_too(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = types.ModuleType("early_app")
+    exec("from litellm import completion, acompletion", app.__dict__)
+    original = app.completion
+    sys.modules["early_app"] = app
+    try:
+        with caplog.at_level("INFO", logger="tracefact"):
+            tracefact.instrument_litellm()
+        assert "early_app.completion" in caplog.text and "early_app.acompletion" in caplog.text
+        app.completion(model="gpt-4o-mini", messages=MESSAGES, mock_response="early")
+        (span,) = spans.all()
+        assert span.attributes["output.value"] == "early"
+        tracefact.uninstrument_litellm()
+        assert app.completion is original
+    finally:
+        tracefact.uninstrument_litellm()
+        del sys.modules["early_app"]

@@ -46,9 +46,9 @@ def test_ships_small_model_and_loads_fast(detector: LocalFactuality) -> None:
     assert sizes < 40 * 1024 * 1024
     assert isinstance(detector, Evaluator)
     described = detector.describe()
-    assert described["name"] == "hallucination"
-    assert described["direction"] == "minimize"
-    assert 0.0 < described["threshold"] < 1.0
+    assert described.name == "hallucination"
+    assert described.direction == "minimize"
+    assert 0.0 < described.settings["threshold"] < 1.0
 
 
 async def test_context_swap_flips_the_label(detector: LocalFactuality) -> None:

@@ -11,7 +11,7 @@ import atexit
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,19 +21,21 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
     ConsoleSpanExporter,
     SimpleSpanProcessor,
     SpanExporter,
 )
 
+from tracefact._validate import validate_configure
 from tracefact.config import Settings
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
+from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
-from tracefact.pipeline.processor import Attach
+from tracefact.pipeline.options import Attach
 from tracefact.sampling import Always, Ratio, Sampler
+from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -71,9 +73,14 @@ def configure(
     endpoint: str | None = None,
     headers: dict[str, str] | None = None,
     resource_attributes: dict[str, str] | None = None,
+    export_queue_size: int | None = None,
+    export_batch_size: int | None = None,
+    export_delay_seconds: float | None = None,
+    export_timeout_seconds: float | None = None,
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
     redact: Redactor | None = None,
+    scrubbing: ScrubbingOptions | bool | None = None,
     evaluators: Sequence[Evaluator] | None = None,
     sampler: Sampler | None = None,
     attach: Attach | None = None,
@@ -96,11 +103,41 @@ def configure(
 
     evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
+    export_queue_size / export_batch_size / export_delay_seconds: the export stage's
+    queue (spans past it are counted in ``tracefact.export.dropped``), batch and delay;
+    export_timeout_seconds: an OTLP export's deadline and how long shutdown drains.
     sinks: where results go besides the span's attributes, e.g.
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
-    The other options are `EvaluationProcessor`'s.
+    scrubbing: secrets are replaced in everything tracefact records (default on);
+    ``ScrubbingOptions(extra_patterns=[...], allow_keys=[...])`` tunes it, ``False``
+    turns it off. The other options build the pipeline's `PipelineOptions`. A wrong
+    argument raises TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
+    validate_configure(
+        {
+            "service_name": service_name,
+            "exporter": exporter,
+            "endpoint": endpoint,
+            "headers": headers,
+            "resource_attributes": resource_attributes,
+            "capture_content": capture_content,
+            "max_attribute_length": max_attribute_length,
+            "redact": redact,
+            "scrubbing": scrubbing,
+            "evaluators": evaluators,
+            "sampler": sampler,
+            "attach": attach,
+            "queue_size": queue_size,
+            "concurrency": concurrency,
+            "timeout_seconds": timeout_seconds,
+            "max_retries": max_retries,
+            "max_hold_seconds": max_hold_seconds,
+            "sinks": sinks,
+            "tracer_provider": tracer_provider,
+            "meter_provider": meter_provider,
+        }
+    )
     exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
     named = [e for e in exporters or () if isinstance(e, str)]
     explicit: dict[str, Any] = {
@@ -109,6 +146,10 @@ def configure(
         "endpoint": endpoint,
         "headers": headers,
         "resource_attributes": resource_attributes,
+        "export_queue_size": export_queue_size,
+        "export_batch_size": export_batch_size,
+        "export_delay_seconds": export_delay_seconds,
+        "export_timeout_seconds": export_timeout_seconds,
         "capture_content": capture_content,
         "max_attribute_length": max_attribute_length,
         "attach": attach,
@@ -121,6 +162,7 @@ def configure(
     if exporters is None:
         del explicit["exporter"]
     settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
+    set_scrubbing(scrubbing)
     set_capture_options(
         CaptureOptions(
             capture_content=settings.capture_content,
@@ -129,20 +171,15 @@ def configure(
         )
     )
     objects = [e for e in exporters or () if isinstance(e, SpanExporter)]
-    processor = _export_processor(objects, settings)
+    processor = _export_processor(objects, settings, meter_provider)
     if evaluators is None:
         evaluators = _evaluators_from(settings)
     if evaluators:
         processor = EvaluationProcessor(
             processor,
             evaluators,
+            settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
-            attach=settings.attach,
-            queue_size=settings.queue_size,
-            concurrency=settings.concurrency,
-            timeout_seconds=settings.timeout_seconds,
-            max_retries=settings.max_retries,
-            max_hold_seconds=settings.max_hold_seconds,
             sinks=sinks,
             meter_provider=meter_provider,
         )
@@ -160,10 +197,27 @@ def configure(
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
         if not _atexit_registered:
-            atexit.register(shutdown)
+            _register_exit_hook(shutdown)
             _atexit_registered = True
     old.shutdown()  # outside the lock: draining may take a while
     return provider
+
+
+def _register_exit_hook(hook: Callable[[], object]) -> None:
+    """Run `hook` at exit before concurrent.futures refuses new work.
+
+    A span ended just before the script exits is evaluated in the drain; the local model
+    runs in an executor, which plain `atexit` hooks are too late to use (its own hook,
+    run first, makes every submit fail). CPython's threading exit hooks run earlier, in
+    reverse order of registration, so ours runs before the executor's.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError("no threading exit hooks")
+        register(hook)
+    except RuntimeError:  # another interpreter, or already shutting down
+        atexit.register(hook)
 
 
 def _default_sampler(settings: Settings) -> Sampler:
@@ -201,17 +255,32 @@ def _new_provider(settings: Settings) -> TracerProvider:
     return TracerProvider(resource=Resource.create(attributes))
 
 
-def _export_processor(exporters: list[SpanExporter], settings: Settings) -> SpanProcessor:
+def _export_processor(
+    exporters: list[SpanExporter], settings: Settings, meter_provider: MeterProvider | None
+) -> SpanProcessor:
     """One processor per exporter (console prints at once, the others batch)."""
-    processors: list[SpanProcessor] = [BatchSpanProcessor(e) for e in exporters]
+
+    def batched(exporter: SpanExporter) -> SpanProcessor:
+        return ExportProcessor(
+            exporter,
+            max_queue_size=settings.export_queue_size,
+            max_batch_size=settings.export_batch_size,
+            schedule_delay_seconds=settings.export_delay_seconds,
+            shutdown_timeout_seconds=settings.export_timeout_seconds,
+            meter_provider=meter_provider,
+        )
+
+    processors = [batched(e) for e in exporters]
     for name in (n.strip() for n in settings.exporter.split(",")):
         if name == "console":
             processors.append(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
         elif name == "otlp":
             otlp = OTLPSpanExporter(
-                endpoint=traces_endpoint(settings.endpoint), headers=settings.headers
+                endpoint=traces_endpoint(settings.endpoint),
+                headers=settings.headers,
+                timeout=settings.export_timeout_seconds,
             )
-            processors.append(BatchSpanProcessor(otlp))
+            processors.append(batched(otlp))
     if not processors:
         return _NoopProcessor()
     if len(processors) == 1:

@@ -12,15 +12,17 @@ import gzip
 import hashlib
 import importlib
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from tracefact.evaluators.base import EvalCase, Evaluator
-from tracefact.evaluators.metrics import Confusion, by_group
-from tracefact.evaluators.registry import JUDGES, SPECS, from_spec
+from tracefact._imports import stop_litellm_worker
+from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
+from tracefact.evaluators.confusion import Confusion, by_group
+from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,18 +49,42 @@ def _add_eval(commands: Any) -> None:
         "eval",
         help="evaluate a JSONL file of cases",
         description="Evaluate each {input, contexts, output} record of a .jsonl or .jsonl.gz "
-        "file, append one result line per record to --out (re-running skips ids already "
-        "there), and, when records carry a gold `hallucinated` label, print precision, "
-        "recall, F1 and balanced accuracy overall and per task.",
+        "file, append one result line per record to --out, and, when records carry a gold "
+        "`hallucinated` label, print precision, recall, F1 and balanced accuracy overall and "
+        "per task. The first line of --out records the evaluator; re-running with the same "
+        "evaluator skips ids already done (and retries those that errored), another "
+        "evaluator is refused unless --force starts the file over.",
     )
     command.add_argument("file", type=Path, help="cases, one JSON object per line")
-    command.add_argument("--evaluator", default="lexical", help=SPECS)
+    command.add_argument(
+        "--evaluator", default=DEFAULT_SPEC, help=f"{SPECS} (default: %(default)s)"
+    )
     command.add_argument("--out", type=Path, required=True, help="results JSONL (appended)")
-    command.add_argument("--concurrency", type=_positive_int, default=8)
+    command.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="cases at once (default: 8)"
+    )
     command.add_argument("--limit", type=_positive_int, help="only the first N records")
-    command.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
-    command.add_argument("--retries", type=int, default=2, help="retries of transient errors")
+    command.add_argument(
+        "--timeout", type=_positive_float, default=60.0, help="seconds per case (default: 60)"
+    )
+    command.add_argument(
+        "--retries",
+        type=_non_negative_int,
+        default=2,
+        help="retries of transient errors (default: 2)",
+    )
     command.add_argument("--api-base", help="for judges: an OpenAI-compatible or proxy base URL")
+    command.add_argument(
+        "--retry-errors",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on a re-run, evaluate again the ids whose last result was not ok (default: on)",
+    )
+    command.add_argument(
+        "--force",
+        action="store_true",
+        help="start --out over when it was written by another evaluator (its lines are lost)",
+    )
     command.set_defaults(handler=_eval_command)
 
 
@@ -69,28 +95,60 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     """An evaluator from its command-line spec; imports only what that evaluator needs."""
     evaluator = from_spec(spec, api_base)
     if spec.strip().partition(":")[0] in JUDGES:
-        # The command owns its process: litellm's banner on every failed call is noise here.
-        from tracefact.evaluators._litellm import import_litellm
+        # Checked once here, so a missing key is one line, not one error per case.
+        from tracefact._imports import import_litellm
+        from tracefact.evaluators._litellm import check_credentials
 
-        import_litellm().suppress_debug_info = True
+        model, options = getattr(evaluator, "model", ""), getattr(evaluator, "litellm_kwargs", {})
+        check_credentials(import_litellm(), model, options)
     return evaluator
+
+
+class UsageError(Exception):
+    """A problem with the command's input, reported in one line with exit code 2."""
 
 
 def _eval_command(args: argparse.Namespace) -> int:
     try:
         evaluator = make_evaluator(args.evaluator, args.api_base)
         records = list(_read_records(args.file, args.limit))
-    except (ValueError, OSError, ImportError) as exc:
+        identity = _identity(evaluator)
+        previous = _start_results(args.out, identity, args.force)
+    except (UsageError, ValueError, OSError, ImportError, EvaluationError) as exc:
         print(f"tracefact eval: {exc}", file=sys.stderr)
         return 2
-    done = {row["id"] for row in _read_results(args.out)}
+    latest = {row["id"]: row for row in previous}  # last line per id wins
+    done = {
+        id_ for id_, row in latest.items() if not args.retry_errors or row.get("status") == "ok"
+    }
     todo = [record for record in records if record["id"] not in done]
-    if done:
-        print(f"resuming: {len(records) - len(todo)} of {len(records)} already in {args.out}")
+    if latest:
+        retried = sum(record["id"] in latest for record in todo)
+        again = f"; retrying {retried} that did not finish ok" if retried else ""
+        print(
+            f"resuming: {len(records) - len(todo)} of {len(records)} already in {args.out}{again}"
+        )
     started = time.perf_counter()
     rows = asyncio.run(_evaluate_all(evaluator, todo, args))
     elapsed = time.perf_counter() - started
@@ -99,12 +157,73 @@ def _eval_command(args: argparse.Namespace) -> int:
     return 1 if any(row["status"] != "ok" for row in rows) else 0
 
 
+HEADER_KEY = "tracefact_eval"
+"""The key of --out's first line, which records the evaluator that wrote the file."""
+
+
+def _identity(evaluator: Evaluator) -> Any:
+    """The evaluator's `describe()` as plain JSON, comparable with what a file recorded."""
+    return json.loads(evaluator.describe().identity())
+
+
+def _start_results(path: Path, identity: Any, force: bool) -> list[dict[str, Any]]:
+    """Result rows already in `path` by this evaluator; writes the header to a new file.
+
+    A file written by another evaluator (or by a version that recorded none) is refused,
+    since its rows would be taken for this evaluator's; ``force`` starts it over.
+    """
+    recorded = _read_header(path)
+    rows = _read_results(path)
+    if (recorded is not None or rows) and recorded != identity:
+        if not force:
+            who = "an unrecorded evaluator" if recorded is None else "another evaluator"
+            named = f" ({_label(recorded)})" if isinstance(recorded, dict) else ""
+            raise UsageError(
+                f"{path} was written by {who}{named}; pass --force to start it over, "
+                "or choose another --out"
+            )
+        recorded, rows = None, []
+        path.unlink()
+    if recorded is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as out:
+            out.write(json.dumps({HEADER_KEY: {"evaluator": identity}}, ensure_ascii=False) + "\n")
+    return rows
+
+
+def _label(identity: dict[str, Any]) -> str:
+    """``lexical-overlap`` or ``llm-judge openai/gpt-4o-mini``: which evaluator, briefly."""
+    return " ".join(str(identity[key]) for key in ("evaluator", "model") if identity.get(key))
+
+
+def _read_header(path: Path) -> Any:
+    """The evaluator recorded on the first line of `path`, or None."""
+    if not path.exists():
+        return None
+    with path.open(encoding="utf-8") as lines:
+        first = lines.readline()
+    try:
+        header = json.loads(first)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(header, dict) and isinstance(header.get(HEADER_KEY), dict):
+        return header[HEADER_KEY].get("evaluator")
+    return None
+
+
 def _read_records(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
     """Records of the shared data format, or plain {input, contexts, output} objects."""
     opener = gzip.open if path.name.endswith(".gz") else open
     count = 0
     with opener(path, "rt", encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+        numbered = enumerate(lines, start=1)
+        while True:
+            try:
+                number, line = next(numbered)
+            except StopIteration:
+                return
+            except (EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+                raise UsageError(f"{path}: unreadable (truncated or corrupt?): {exc}") from exc
             if not line.strip():
                 continue
             if limit is not None and count >= limit:
@@ -116,8 +235,10 @@ def _read_records(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
                 case = EvalCase.model_validate(
                     {k: record[k] for k in ("input", "contexts", "output") if k in record}
                 )
+            except RecursionError:
+                raise UsageError(f"{path}:{number}: not a valid case: nested too deeply") from None
             except ValueError as exc:  # JSON and pydantic validation errors alike
-                raise ValueError(f"{path}:{number}: not a valid case: {exc}") from exc
+                raise UsageError(f"{path}:{number}: not a valid case: {exc}") from exc
             gold = record.get("hallucinated")
             yield {
                 "id": str(record.get("id") or _case_id(case)),
@@ -134,18 +255,28 @@ def _case_id(case: EvalCase) -> str:
 
 
 def _read_results(path: Path) -> list[dict[str, Any]]:
-    """Result lines already written; a torn last line (an interrupted run) is ignored."""
+    """Result lines already written; a torn line (an interrupted run) is ignored.
+
+    A line that parses but is not a result of ours (an id that is not a string) means
+    the file is not a tracefact results file: a `UsageError`, never a guess.
+    """
     if not path.exists():
         return []
     rows = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(row, dict) and "id" in row:
-                rows.append(row)
+            if not isinstance(row, dict) or HEADER_KEY in row:
+                continue
+            if not isinstance(row.get("id"), str):
+                raise UsageError(
+                    f"{path}:{number}: not a tracefact result line (its id is not a string); "
+                    "choose another --out"
+                )
+            rows.append(row)
     return rows
 
 
@@ -153,7 +284,7 @@ async def _evaluate_all(
     evaluator: Evaluator, records: list[dict[str, Any]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """N workers pull records; each result line is written and flushed as it completes."""
-    from tracefact.pipeline.run import RetryPolicy, run_evaluator
+    from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
     policy = RetryPolicy(timeout_seconds=args.timeout, max_retries=args.retries)
     pending = iter(records)
@@ -193,6 +324,7 @@ async def _evaluate_all(
         close = getattr(evaluator, "aclose", None)
         if close is not None:
             await close()
+        await stop_litellm_worker()
     return rows
 
 
@@ -205,7 +337,7 @@ def _ends_torn(path: Path) -> bool:
 
 
 def _progress(total: int) -> Callable[..., None]:
-    """tqdm when it is installed, else a counter on stderr."""
+    """Tqdm when it is installed, else a counter on stderr."""
     try:
         tqdm = importlib.import_module("tqdm").tqdm
     except ImportError:
@@ -245,7 +377,7 @@ def _print_report(run: list[dict[str, Any]], rows: list[dict[str, Any]], elapsed
     print(f"cost: {cost}")
     latest = {row["id"]: row for row in rows}  # last line per id wins
     labelled = [
-        (row.get("task") or "-", row["hallucinated"], row["label"] == "hallucinated")
+        (row.get("task") or "-", row["hallucinated"], row.get("label") == "hallucinated")
         for row in latest.values()
         if row.get("status") == "ok" and isinstance(row.get("hallucinated"), bool)
     ]

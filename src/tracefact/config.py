@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tracefact.pipeline.options import PipelineOptions
 
 EXPORTER_NAMES = ("otlp", "console", "none")
 
 
-class Settings(BaseSettings):
-    """Every option readable from the environment: `TRACEFACT_SERVICE_NAME`,
-    `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON)."""
+class Settings(BaseSettings, PipelineOptions):
+    """Every option readable from the environment.
 
-    model_config = SettingsConfigDict(env_prefix="TRACEFACT_", extra="forbid")
+    `TRACEFACT_SERVICE_NAME`, `TRACEFACT_EXPORTER`, `TRACEFACT_SAMPLE_RATE`, ... (dicts as JSON);
+    the evaluation pipeline's (`TRACEFACT_QUEUE_SIZE`, ...) are `PipelineOptions`' fields.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TRACEFACT_", extra="forbid", frozen=False)
 
     # --- export -----------------------------------------------------------------
     service_name: str | None = Field(
@@ -30,6 +33,16 @@ class Settings(BaseSettings):
     )
     headers: dict[str, str] | None = Field(default=None, description="OTLP request headers")
     resource_attributes: dict[str, str] = Field(default_factory=dict)
+    export_queue_size: int = Field(
+        default=2048, ge=1, description="spans waiting for the exporter; past it, counted drops"
+    )
+    export_batch_size: int = Field(default=512, ge=1, description="spans per export call")
+    export_delay_seconds: float = Field(
+        default=1.0, gt=0, description="longest a span waits in the queue before export"
+    )
+    export_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="one OTLP export's deadline, and shutdown's drain"
+    )
 
     # --- content capture ------------------------------------------------------------
     capture_content: bool = Field(
@@ -47,12 +60,6 @@ class Settings(BaseSettings):
     sample_rate: float = Field(
         default=1.0, ge=0.0, le=1.0, description="share of traces evaluated (by trace id)"
     )
-    attach: Literal["enrich", "span"] = "enrich"
-    queue_size: int = Field(default=1024, ge=1)
-    concurrency: int = Field(default=16, ge=1)
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    max_hold_seconds: float = Field(default=60.0, gt=0)
 
     @field_validator("exporter")
     @classmethod
@@ -61,3 +68,7 @@ class Settings(BaseSettings):
             if name.strip() not in EXPORTER_NAMES:
                 raise ValueError(f"exporter must be among {EXPORTER_NAMES}, not {name!r}")
         return value
+
+    def pipeline_options(self) -> PipelineOptions:
+        """The evaluation pipeline's share of these settings."""
+        return PipelineOptions(**self.model_dump(include=set(PipelineOptions.model_fields)))

@@ -13,14 +13,22 @@ spans that would otherwise be evaluated.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import metrics
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+from tracefact import semconv
+from tracefact._otel import reset_after_fork
+from tracefact._version import __version__
+
+logger = logging.getLogger("tracefact")
 
 Attributes = Mapping[str, Any]
 
@@ -39,16 +47,30 @@ class Decision:
     sampled: bool
     rate: float
     """The probability that a span like this one is evaluated, for re-weighting."""
+    reservation: object = field(default=None, compare=False)
+    """What the sampler set aside for this evaluation, handed back to `Sampler.settle`."""
 
 
 class Sampler:
-    """Base class: subclasses implement `decide`; `record_cost` feeds spend back."""
+    """Base class: subclasses implement `decide`; `settle` feeds spend back.
+
+    Every sampled decision is settled exactly once, when its evaluation ends.
+    """
 
     def decide(self, span: SpanInfo) -> Decision:
         raise NotImplementedError
 
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        """A sampled span's evaluation ended; release what `decide` reserved.
+
+        `usd` is what it cost, None if it ended without a known cost (dropped, failed,
+        shut down).
+        """
+        if usd:
+            self.record_cost(usd)
+
     def record_cost(self, usd: float) -> None:
-        """Called with each evaluation's cost; only budget-aware samplers use it."""
+        """Spend not tied to a decision; only budget-aware samplers use it."""
 
     def __and__(self, other: Sampler) -> Sampler:
         return AllOf(self, other)
@@ -74,8 +96,11 @@ class Never(Sampler):
 
 
 class Ratio(Sampler):
-    """A fixed share of traces, decided on the trace id exactly as OpenTelemetry's
-    `TraceIdRatioBased` does, so the SDK, the collector and the tracer agree."""
+    """A fixed share of traces, decided on the trace id.
+
+    Decided exactly as OpenTelemetry's `TraceIdRatioBased` does, so that tracefact and
+    the tracer's own sampler agree on a trace.
+    """
 
     def __init__(self, rate: float) -> None:
         if not 0.0 <= rate <= 1.0:
@@ -91,19 +116,43 @@ class Ratio(Sampler):
 
 
 class _PassRate:
-    """Share of recent decisions that passed: a rate limiter's effective sampling rate."""
+    """Share of recent decisions that passed: a rate limiter's effective sampling rate.
 
-    def __init__(self, window_seconds: float = 60.0) -> None:
+    Counted per one-second bucket, so memory stays the same at any decision rate.
+    """
+
+    def __init__(self, window_seconds: float = 60.0, bucket_seconds: float = 1.0) -> None:
         self._window = window_seconds
-        self._decisions: deque[tuple[float, bool]] = deque()
-        self._passed = 0
+        self._buckets = _Buckets(bucket_seconds)
 
     def add(self, now: float, passed: bool) -> float:
-        self._decisions.append((now, passed))
-        self._passed += passed
-        while self._decisions and self._decisions[0][0] < now - self._window:
-            self._passed -= self._decisions.popleft()[1]
-        return self._passed / len(self._decisions)
+        self._buckets.add(now, (float(passed), 1.0))
+        passed_total, total = self._buckets.totals(now - self._window)
+        return passed_total / total
+
+
+class _Buckets:
+    """Sums of a few numbers per time bucket; buckets older than a cutoff are forgotten."""
+
+    def __init__(self, bucket_seconds: float) -> None:
+        self._seconds = bucket_seconds
+        self._buckets: deque[list[float]] = deque()  # [bucket start, *sums]
+
+    def add(self, now: float, values: tuple[float, ...]) -> None:
+        start = now - now % self._seconds
+        if not self._buckets or self._buckets[-1][0] < start:
+            self._buckets.append([start, *(0.0 for _ in values)])
+        bucket = self._buckets[-1]
+        for i, value in enumerate(values, 1):
+            bucket[i] += value
+
+    def totals(self, since: float) -> tuple[float, ...]:
+        """Sums over the buckets that end after `since` (a bucket leaves whole)."""
+        while self._buckets and self._buckets[0][0] + self._seconds <= since:
+            self._buckets.popleft()
+        if not self._buckets:
+            return ()
+        return tuple(sum(column) for column in zip(*self._buckets, strict=True))[1:]
 
 
 class RateLimit(Sampler):
@@ -142,41 +191,73 @@ class RateLimit(Sampler):
 class Budget(Sampler):
     """Stops sampling while the evaluation spend of the last hour would pass `usd_per_hour`.
 
-    The next evaluation is assumed to cost what evaluations have cost on average.
+    Each admitted span reserves the expected cost of its evaluation until `settle` brings
+    the real one, so evaluations in flight count against the budget. The expected cost
+    is the average of the costs seen so far; before any is known it is
+    `expected_cost_usd`, and without that one evaluation at a time is admitted.
+    Spend is kept per minute, so it leaves the window up to a minute late.
     """
 
-    def __init__(self, usd_per_hour: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        usd_per_hour: float,
+        expected_cost_usd: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if usd_per_hour < 0:
             raise ValueError(f"Budget usd_per_hour must not be negative, got {usd_per_hour}")
+        if expected_cost_usd is not None and expected_cost_usd < 0:
+            raise ValueError(f"Budget expected_cost_usd must not be negative: {expected_cost_usd}")
         self.usd_per_hour = usd_per_hour
+        self.expected_cost_usd = expected_cost_usd
         self._clock = clock
-        self._spend: deque[tuple[float, float]] = deque()
-        self._spent = 0.0
+        self._spend = _Buckets(60.0)
         self._evaluations = 0
         self._total_cost = 0.0
         self._pass_rate = _PassRate()
+        self._forget_in_flight()
+        reset_after_fork(self._forget_in_flight)
+
+    def _forget_in_flight(self) -> None:
+        """No evaluation in flight; also run in a forked child, whose parent owns them."""
+        self._in_flight = 0
+        self._reserved = 0.0
         self._lock = threading.Lock()  # decisions on app threads, costs from the worker
 
-    def _expire(self, now: float) -> None:
-        while self._spend and self._spend[0][0] <= now - 3600.0:
-            self._spent -= self._spend.popleft()[1]
+    def _expected(self) -> float | None:
+        if self._evaluations:
+            return self._total_cost / self._evaluations
+        return self.expected_cost_usd
 
     def decide(self, span: SpanInfo) -> Decision:
         with self._lock:
             now = self._clock()
-            self._expire(now)
-            expected = self._total_cost / self._evaluations if self._evaluations else 0.0
-            passed = self._spent + expected <= self.usd_per_hour
-            return Decision(passed, self._pass_rate.add(now, passed))
+            (spent,) = self._spend.totals(now - 3600.0) or (0.0,)
+            expected = self._expected()
+            if expected is None:  # nothing to go by: one evaluation at a time
+                passed = self._in_flight == 0 and spent <= self.usd_per_hour
+                expected = 0.0
+            else:
+                passed = spent + self._reserved + expected <= self.usd_per_hour
+            if passed:
+                self._in_flight += 1
+                self._reserved += expected
+            rate = self._pass_rate.add(now, passed)
+            return Decision(passed, rate, expected if passed else None)
+
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        if isinstance(decision.reservation, float):
+            with self._lock:
+                self._in_flight -= 1
+                self._reserved = max(0.0, self._reserved - decision.reservation)
+        if usd is not None:
+            self.record_cost(usd)
 
     def record_cost(self, usd: float) -> None:
         with self._lock:
-            now = self._clock()
-            self._spend.append((now, usd))
-            self._spent += usd
+            self._spend.add(self._clock(), (usd,))
             self._evaluations += 1
             self._total_cost += usd
-            self._expire(now)
 
     def __repr__(self) -> str:
         return f"Budget(usd_per_hour={self.usd_per_hour})"
@@ -207,7 +288,12 @@ class Rule(Sampler):
     def decide(self, span: SpanInfo) -> Decision:
         if not self.matches(span):
             return Decision(False, 0.0)
-        return self.then.decide(span)
+        decision = self.then.decide(span)
+        return Decision(decision.sampled, decision.rate, decision)
+
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        if isinstance(decision.reservation, Decision):
+            self.then.settle(decision.reservation, usd)
 
     def record_cost(self, usd: float) -> None:
         self.then.record_cost(usd)
@@ -224,12 +310,21 @@ class AllOf(Sampler):
 
     def decide(self, span: SpanInfo) -> Decision:
         rate = 1.0
+        admitted: list[Decision] = []
         for part in self.parts:
             decision = part.decide(span)
             if not decision.sampled:
+                for earlier, yes in zip(self.parts, admitted, strict=False):
+                    earlier.settle(yes, None)  # what the earlier parts reserved goes back
                 return Decision(False, 0.0)
+            admitted.append(decision)
             rate *= decision.rate
-        return Decision(True, rate)
+        return Decision(True, rate, tuple(admitted))
+
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        if isinstance(decision.reservation, tuple):
+            for part, admitted in zip(self.parts, decision.reservation, strict=False):
+                part.settle(admitted, usd)
 
     def record_cost(self, usd: float) -> None:
         for part in self.parts:
@@ -247,12 +342,17 @@ class AnyOf(Sampler):
 
     def decide(self, span: SpanInfo) -> Decision:
         missed = 1.0
-        for part in self.parts:
+        for index, part in enumerate(self.parts):
             decision = part.decide(span)
             if decision.sampled:
-                return Decision(True, 1.0 - missed * (1.0 - decision.rate))
+                return Decision(True, 1.0 - missed * (1.0 - decision.rate), (index, decision))
             missed *= 1.0 - decision.rate
         return Decision(False, 0.0)
+
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        if isinstance(decision.reservation, tuple):
+            index, admitted = decision.reservation
+            self.parts[index].settle(admitted, usd)
 
     def record_cost(self, usd: float) -> None:
         for part in self.parts:
@@ -260,3 +360,36 @@ class AnyOf(Sampler):
 
     def __repr__(self) -> str:
         return " | ".join(map(repr, self.parts))
+
+
+NOT_SAMPLED = Decision(False, 0.0)
+
+
+def safe_decide(sampler: Sampler, span: SpanInfo) -> Decision:
+    """The sampler's decision, or "not sampled" when it raises or answers nonsense.
+
+    A user's predicate runs on the application's thread inside span start and end: its
+    bug must cost one evaluation (counted in `tracefact.sampler.errors`, logged), never
+    an exception in the application or a lost span.
+    """
+    try:
+        decision = sampler.decide(span)
+        if isinstance(decision, Decision):
+            return decision
+        error: BaseException = TypeError(f"decide() returned {type(decision).__name__}")
+    except Exception as exc:
+        error = exc
+    _sampler_errors().add(1, {"sampler": type(sampler).__name__})
+    logger.warning("tracefact: sampler %r failed, span not sampled: %r", sampler, error)
+    return NOT_SAMPLED
+
+
+def _sampler_errors() -> metrics.Counter:
+    # Through the global meter provider, looked up per error (errors are rare), so a
+    # provider set after import is used.
+    meter = metrics.get_meter_provider().get_meter("tracefact", __version__)
+    return meter.create_counter(
+        semconv.SAMPLER_ERRORS_METRIC,
+        unit="{decision}",
+        description="sampler decisions that raised; the span counted as not sampled",
+    )

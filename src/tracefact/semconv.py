@@ -6,6 +6,8 @@ they exist, so a rename upstream is a one-line change here.
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 from openinference.semconv.trace import (
     DocumentAttributes,
     OpenInferenceSpanKindValues,
@@ -58,6 +60,19 @@ INPUT_SHA256 = "tracefact.input.sha256"
 OUTPUT_LENGTH = "tracefact.output.length"
 OUTPUT_SHA256 = "tracefact.output.sha256"
 CONTEXTS_COUNT = "tracefact.contexts.count"
+CAPTURE_CONTENT = "tracefact.capture_content"
+"""Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
+texts to judge were never recorded, so the reader skips them with reason `capture_off`."""
+OUTPUT_NOT_TEXT = "tracefact.output.not_text"
+"""On an LLM span whose output is not text (None, bytes, a coroutine): its Python type
+name. No `output.value` is written, and the reader skips it with reason `not_text`."""
+SCRUBBED = "tracefact.scrubbed"
+"""String array: the attribute paths where tracefact replaced a secret (e.g.
+`input.value.headers.Authorization`, `output.value`, `exception.message`)."""
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+SAMPLER_ERRORS_METRIC = "tracefact.sampler.errors"
+"""Counter: sampler decisions that raised; each such span counts as not sampled."""
 """With capture_content=False: how many contexts there were, their text being withheld."""
 
 # --- tracefact evaluation results ----------------------------------------------
@@ -69,18 +84,30 @@ EVAL_COST_USD = "tracefact.eval.cost_usd"
 EVAL_ERROR = "tracefact.eval.error"
 """Why the status is not ok, in a few words (timeout, error, dropped...)."""
 
-STATUS_OK = "ok"
-STATUS_SKIPPED = "skipped"
-STATUS_SAMPLED_OUT = "sampled_out"
-STATUS_DROPPED = "dropped"
-STATUS_TIMEOUT = "timeout"
-STATUS_ERROR = "error"
-STATUS_SHUTDOWN = "shutdown"
+EvalStatus = Literal["ok", "skipped", "sampled_out", "dropped", "timeout", "error", "shutdown"]
+"""The values of `tracefact.eval.status`: why a span has, or has not, a result."""
+STATUS_OK: Final = "ok"
+STATUS_SKIPPED: Final = "skipped"
+STATUS_SAMPLED_OUT: Final = "sampled_out"
+STATUS_DROPPED: Final = "dropped"
+STATUS_TIMEOUT: Final = "timeout"
+STATUS_ERROR: Final = "error"
+STATUS_SHUTDOWN: Final = "shutdown"
+
+
+EVAL_FIELD_ESCALATION_ERROR: Final = "escalation_error"
+"""`tracefact.eval.<name>.escalation_error`: why a `Cascade`'s second evaluator failed.
+
+The result is then the first evaluator's, not escalated (its ``raw["cascade"]`` holds the
+same text under this key).
+"""
 
 
 def eval_attribute(evaluator_name: str, field: str) -> str:
-    """`tracefact.eval.{evaluator_name}.{field}`: label, score, explanation, evaluator,
-    unsupported, status."""
+    """`tracefact.eval.{evaluator_name}.{field}`.
+
+    Label, score, explanation, evaluator, unsupported, status.
+    """
     return f"tracefact.eval.{evaluator_name}.{field}"
 
 
@@ -93,11 +120,29 @@ GEN_AI_EVALUATION_EXPLANATION = gen_ai.GEN_AI_EVALUATION_EXPLANATION
 
 
 def openinference_evaluation(index: int, field: str) -> str:
-    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`
-    (name, score, label, explanation)."""
+    """OpenInference annotation attribute `evaluations.{index}.evaluation.{field}`.
+
+    Fields: name, score, label, explanation, annotator_kind.
+    """
     return f"evaluations.{index}.evaluation.{field}"
 
 
 ANNOTATOR_KIND = "annotator_kind"
 ANNOTATOR_LLM = "LLM"
 ANNOTATOR_CODE = "CODE"
+
+# --- tracefact metrics ------------------------------------------------------------
+METRIC_EVAL_SPANS = "tracefact.eval.spans"
+"""Counter: LLM spans by final `status`, cumulative over the process and re-configures."""
+METRIC_EVAL_DROPPED = "tracefact.eval.dropped"
+"""Counter: LLM spans not evaluated because the evaluation queue was full."""
+METRIC_EVAL_QUEUE_DEPTH = "tracefact.eval.queue.depth"
+"""Gauge: sampled spans held for evaluation, over every live pipeline."""
+METRIC_EXPORT_DROPPED = "tracefact.export.dropped"
+"""Counter: spans that never reached an exporter, by `reason` (EXPORT_DROP_*)."""
+EXPORT_DROP_QUEUE_FULL: Final = "queue_full"
+"""The export queue (`export_queue_size`) was full when the span ended."""
+EXPORT_DROP_FAILED: Final = "export_failed"
+"""The exporter failed or raised on the span's batch."""
+EXPORT_DROP_SHUTDOWN: Final = "shutdown"
+"""Still queued or being exported when shutdown's timeout ran out, or ended after it."""

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+import tracefact
+from tests.conftest import Spans
 from tracefact.evaluators import (
     BadReplyError,
+    CredentialsError,
     EvalCase,
     EvalResult,
+    EvaluationError,
     Evaluator,
+    EvaluatorDescription,
     InvalidCaseError,
     ProviderError,
+    RateLimitError,
 )
 from tracefact.evaluators.cached import Cached
 from tracefact.evaluators.cascade import Cascade
@@ -40,8 +45,10 @@ class Scripted:
         self.error = error
         self.calls = 0
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "evaluator": self.tag, "score": self.score}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name, evaluator=self.tag, settings={"score": self.score}
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         self.calls += 1
@@ -97,7 +104,7 @@ async def test_predicate_decides_escalation() -> None:
     cascade = Cascade(first, then, escalate=lambda r: r.raw["from"] == "cheap", name="grounded")
     result = await cascade.evaluate(CASE)
     assert (result.name, result.evaluator) == ("grounded", "cascade(cheap -> judge)")
-    assert cascade.describe()["first"]["evaluator"] == "cheap"
+    assert cascade.describe().settings["first"]["evaluator"] == "cheap"
     with pytest.raises(ValueError, match="band"):
         Cascade(first, then, escalate=(0.9, 0.1))
 
@@ -121,6 +128,51 @@ async def test_a_transient_first_failure_is_raised_for_the_retry_policy() -> Non
     with pytest.raises(ProviderError):
         await Cascade(first, then).evaluate(CASE)
     assert then.calls == 0
+
+
+async def test_a_permanent_escalation_failure_keeps_the_first_result() -> None:
+    no_key = CredentialsError("no API key for openai/gpt-4o-mini: set OPENAI_API_KEY")
+    first = Scripted(0.5, cost=0.001, tag="cheap")
+    then = Scripted(0.9, tag="judge", error=no_key)
+    result = await Cascade(first, then).evaluate(CASE)
+    assert (result.score, result.evaluator, result.cost_usd) == (0.5, "cheap", 0.001)
+    assert result.raw["cascade"] == {
+        "ran": ["cheap"],
+        "escalated": False,
+        "escalation_error": f"CredentialsError: {no_key}",
+    }
+
+
+async def test_a_transient_escalation_failure_is_raised_carrying_the_first_result() -> None:
+    limited = RateLimitError("429 from the judge")
+    first, then = Scripted(0.5, tag="cheap"), Scripted(0.9, tag="judge", error=limited)
+    with pytest.raises(EvaluationError) as raised:
+        await Cascade(first, then).evaluate(CASE)
+    assert raised.value.transient
+    fallback = raised.value.fallback
+    assert fallback is not None and (fallback.score, fallback.evaluator) == (0.5, "cheap")
+    assert fallback.raw["cascade"]["escalation_error"] == "RateLimitError: 429 from the judge"
+
+
+async def test_the_pipeline_retries_the_cascade_then_exports_the_kept_result(
+    spans: Spans,
+) -> None:
+    flaky_judge = Scripted(0.9, tag="judge", error=RateLimitError("429 from the judge"))
+    first = Scripted(0.5, tag="cheap")
+    spans.reconfigure(evaluators=[Cascade(first, flaky_judge)], max_retries=2)
+
+    @tracefact.llm
+    def answer(question: str, contexts: list[str]) -> str:
+        return "a"
+
+    answer("q", ["c"])
+    (span,) = spans.all()
+    attributes = span.attributes or {}
+    assert flaky_judge.calls == 3  # the first try and two retries of the whole cascade
+    assert attributes["tracefact.eval.status"] == "ok"
+    assert attributes["tracefact.eval.hallucination.score"] == 0.5
+    assert attributes["tracefact.eval.hallucination.evaluator"] == "cheap"
+    assert "429 from the judge" in str(attributes["tracefact.eval.hallucination.escalation_error"])
 
 
 # --- Cached ---------------------------------------------------------------------------

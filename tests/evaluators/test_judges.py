@@ -29,7 +29,7 @@ from tracefact.evaluators.judges import (
     LLMJudge,
     _Verdict,
 )
-from tracefact.pipeline.run import RetryPolicy, run_evaluator
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
 EIFFEL = EvalCase(
     input="When was the Eiffel Tower completed?",
@@ -44,7 +44,7 @@ def sent_text(server: FakeOpenAI, index: int = -1) -> str:
 
 
 def data_blocks(text: str) -> dict[str, str]:
-    """name -> content of every data block in a sent prompt (all share one nonce)."""
+    """Name -> content of every data block in a sent prompt (all share one nonce)."""
     found = re.findall(r'<(data-[0-9a-f]+) name="([^"]+)">\n(.*?)\n</\1>', text, re.DOTALL)
     return {name: content for _, name, content in found}
 
@@ -189,18 +189,18 @@ async def test_examples_go_into_the_instructions(openai_server: FakeOpenAI) -> N
     await judge.evaluate(EIFFEL)
     system = openai_server.prompt()[0]["content"]
     assert "Lyon." in system and '"the context says Paris"' in system
-    assert judge.describe()["examples"] == 1
+    assert judge.describe().settings["examples"] == 1
 
 
 def test_describe_is_an_identity_without_secrets() -> None:
     judge = LLMJudge("openai/gpt-4o-mini", style="opik", api_key="sk-secret", api_base="http://x")
     assert isinstance(judge, Evaluator)
     description = judge.describe()
-    assert description["name"] == "hallucination"
-    assert description["style"] == "opik"
-    assert description["direction"] == "minimize"
-    assert "sk-secret" not in json.dumps(description, default=str)
-    assert description["litellm_options"] == {"api_base": "http://x"}
+    assert description.name == "hallucination"
+    assert description.settings["style"] == "opik"
+    assert description.direction == "minimize" and description.source == "llm"
+    assert "sk-secret" not in description.identity()
+    assert description.settings["litellm_options"] == {"api_base": "http://x"}
     with pytest.raises(ValueError, match="style"):
         LLMJudge("m", style="ragas")  # type: ignore[arg-type]
 

@@ -45,8 +45,8 @@ def test_follows_the_evaluator_protocol() -> None:
     evaluator = LexicalOverlap(threshold=0.3, name="overlap")
     assert isinstance(evaluator, Evaluator)
     description = evaluator.describe()
-    assert description["name"] == "overlap"
-    assert description["threshold"] == 0.3
-    assert description["direction"] == "minimize"
+    assert description.name == "overlap"
+    assert description.settings["threshold"] == 0.3
+    assert description.direction == "minimize"
     with pytest.raises(ValueError, match="threshold"):
         LexicalOverlap(threshold=0)

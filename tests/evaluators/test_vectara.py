@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from tests.fakes.vectara_server import API_KEY, FakeVectara, Scripted, fake_vectara
+from tracefact._retry import Backoff
 from tracefact.evaluators import (
     BadReplyError,
     EvalCase,
@@ -18,6 +19,7 @@ from tracefact.evaluators import (
     RateLimitError,
 )
 from tracefact.evaluators.vectara import VectaraHHEM
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
 CASE = EvalCase(
     input="When was the tower completed?",
@@ -34,7 +36,7 @@ def server() -> Iterator[FakeVectara]:
 
 @pytest.fixture
 async def hhem(server: FakeVectara) -> AsyncIterator[VectaraHHEM]:
-    async with VectaraHHEM(api_key=API_KEY, base_url=server.base_url, backoff_seconds=0.01) as e:
+    async with VectaraHHEM(api_key=API_KEY, base_url=server.base_url) as e:
         yield e
 
 
@@ -99,37 +101,44 @@ async def test_malformed_request_is_400(hhem: VectaraHHEM, server: FakeVectara) 
     assert caught.value.status_code == 400 and not caught.value.transient
 
 
-async def test_rate_limit_honours_retry_after_then_succeeds(
+async def test_rate_limit_is_raised_with_its_retry_after(
+    hhem: VectaraHHEM, server: FakeVectara
+) -> None:
+    server.script = [Scripted(status=429, headers={"Retry-After": "0.3"})]
+    with pytest.raises(RateLimitError) as caught:
+        await hhem.evaluate(CASE)
+    assert caught.value.transient and caught.value.retry_after == 0.3
+    assert len(server.requests) == 1  # one layer of retries: the caller's
+
+
+async def test_the_pipeline_retries_a_rate_limit_after_retry_after(
     hhem: VectaraHHEM, server: FakeVectara
 ) -> None:
     server.script = [Scripted(status=429, headers={"Retry-After": "0.3"})]
     started = time.perf_counter()
-    result = await hhem.evaluate(CASE)
+    outcome = await run_evaluator(hhem, CASE, RetryPolicy(max_retries=2))
     assert time.perf_counter() - started >= 0.3
-    assert result.label == "factual"
+    assert outcome.status == "ok" and outcome.result is not None
+    assert outcome.result.label == "factual"
     assert len(server.requests) == 2
 
 
-async def test_persistent_rate_limit_becomes_transient_error(
+async def test_server_errors_are_transient_and_retried_by_the_pipeline(
     hhem: VectaraHHEM, server: FakeVectara
 ) -> None:
-    server.script = [Scripted(status=429, headers={"Retry-After": "0"})] * 3
-    with pytest.raises(RateLimitError) as caught:
-        await hhem.evaluate(CASE)
-    assert caught.value.transient and caught.value.retry_after == 0.0
-    assert len(server.requests) == 3  # one try and two retries
-
-
-async def test_server_errors_are_retried_with_backoff(
-    hhem: VectaraHHEM, server: FakeVectara
-) -> None:
-    server.script = [Scripted(status=503), Scripted(status=500)]
-    assert (await hhem.evaluate(CASE)).label == "factual"
-    assert len(server.requests) == 3
-    server.script = [Scripted(status=502)] * 3
+    server.script = [Scripted(status=503)]
     with pytest.raises(ProviderError) as caught:
         await hhem.evaluate(CASE)
-    assert (caught.value.status_code, caught.value.transient) == (502, True)
+    assert (caught.value.status_code, caught.value.transient) == (503, True)
+    server.script = [Scripted(status=503), Scripted(status=500)]
+    fast = RetryPolicy(max_retries=2, backoff=Backoff(0.01, 0.05))
+    outcome = await run_evaluator(hhem, CASE, fast)
+    assert outcome.status == "ok"
+    assert len(server.requests) == 4  # one above, then one try and two retries
+    server.script = [Scripted(status=502)] * 3
+    outcome = await run_evaluator(hhem, CASE, fast)
+    assert outcome.status == "error" and "502" in (outcome.error or "")
+    assert len(server.requests) == 7  # never more than max_retries + 1 per evaluation
 
 
 async def test_slow_reply_is_a_timeout(server: FakeVectara) -> None:
@@ -141,7 +150,7 @@ async def test_slow_reply_is_a_timeout(server: FakeVectara) -> None:
 
 
 async def test_unreachable_server_is_transient() -> None:
-    evaluator = VectaraHHEM(api_key=API_KEY, base_url="http://127.0.0.1:9", max_retries=0)
+    evaluator = VectaraHHEM(api_key=API_KEY, base_url="http://127.0.0.1:9")
     with pytest.raises(ProviderError) as caught:
         await evaluator.evaluate(CASE)
     assert caught.value.transient and caught.value.status_code is None

@@ -1,5 +1,6 @@
-"""MLflow's assessment contract (`POST /api/3.0/mlflow/traces/{trace_id}/assessments`)
-on a real local server.
+"""MLflow's assessment contract on a real local server.
+
+The route is `POST /api/3.0/mlflow/traces/{trace_id}/assessments`.
 
 Answers 404 RESOURCE_DOES_NOT_EXIST for traces it has not received (as MLflow does
 before the spans arrive), 400 for bodies its protobuf parser would reject, and keeps

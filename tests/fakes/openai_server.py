@@ -48,7 +48,7 @@ class FakeOpenAI:
         return [r.body for r in self.api.requests if r.path == PATH]
 
     def options(self, **extra: Any) -> dict[str, Any]:
-        """litellm keyword arguments that reach this server."""
+        """Litellm keyword arguments that reach this server."""
         return {"api_base": self.api_base, "api_key": API_KEY, **extra}
 
     def reply(self, *replies: Canned | str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from tracefact import semconv
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     ProviderError,
     RateLimitError,
 )
@@ -23,8 +25,14 @@ from tracefact.pipeline import EvaluationProcessor
 
 
 class ScriptedEvaluator:
-    """Behaves as the answer says: 'ok', 'hallucinated', 'slow:<s>', 'hang', 'error',
-    'flaky:<n>' (n transient failures, then ok), 'ratelimit', 'garbage'."""
+    """Behaves as the answer says.
+
+    'ok', 'hallucinated', 'slow:<s>', 'hang', 'error', 'flaky:<n>' (n transient failures, then ok),
+    'ratelimit', 'garbage', and, uncooperative: 'raise:<Name>' (a builtin or asyncio exception
+    type, BaseExceptions included), 'block' (blocks the event loop until `gate` is set),
+    'swallow' (ignores cancellation until `gate` is set), 'thread' (waits in a thread until
+    `gate` is set).
+    """
 
     def __init__(self, name: str = "hallucination", cost: float | None = None) -> None:
         self.name = name
@@ -32,9 +40,11 @@ class ScriptedEvaluator:
         self.calls = 0
         self._failures: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.gate = threading.Event()
+        """Releases 'block', 'swallow' and 'thread'; set it before the test ends."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "direction": "minimize"}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="scripted")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         with self._lock:
@@ -54,6 +64,18 @@ class ScriptedEvaluator:
                 self._failures[case.input] = seen + 1
             if seen < int(argument):
                 raise ProviderError("503 unavailable", status_code=503, transient=True)
+        elif command == "raise":
+            raise (getattr(builtins, argument, None) or getattr(asyncio, argument))()
+        elif command == "block":
+            self.gate.wait()  # the event loop is stuck here, as with time.sleep
+        elif command == "swallow":
+            while not self.gate.is_set():
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    continue
+        elif command == "thread":
+            await asyncio.to_thread(self.gate.wait)
         elif command == "garbage":
             return "not a result"  # type: ignore[return-value]
         hallucinated = command == "hallucinated"

@@ -1,5 +1,7 @@
-"""The pipeline's invariant, over random mixes of spans, evaluator behaviours and settings:
-every span that enters leaves exactly once, with a valid status and its original fields."""
+"""The pipeline's invariant, over random mixes of spans, evaluator behaviours and settings.
+
+Every span that enters leaves exactly once, with a valid status and its original fields.
+"""
 
 from __future__ import annotations
 

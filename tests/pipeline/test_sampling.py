@@ -100,7 +100,7 @@ def test_budget_stops_sampling_while_the_hour_is_spent() -> None:
     assert budget.decide(info()).sampled
     budget.record_cost(0.01)
     assert not budget.decide(info()).sampled  # 0.05 + 0.01 expected > 0.05
-    clock.now += 3601  # the spend leaves the window
+    clock.now += 3660  # the spend leaves the window (kept per minute)
     assert budget.decide(info()).sampled
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import tracefact
 from tests.conftest import Spans
-from tracefact.evaluators.base import EvalCase, EvalResult
+from tracefact.evaluators.base import EvalCase, EvalResult, EvaluatorDescription
 
 litellm = pytest.importorskip("litellm")
 
@@ -16,8 +14,8 @@ litellm = pytest.importorskip("litellm")
 class LiteLLMCallingJudge:
     name = "judge"
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="litellm-calling", source="llm")
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         reply = await litellm.acompletion(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+from opentelemetry import context as otel_context
 
 from tests.fakes.json_api import Scripted
 from tests.fakes.phoenix_server import fake_phoenix
@@ -54,3 +57,24 @@ def test_flush_and_shutdown_give_up_on_a_hanging_backend(sink_counts: SinkCounts
         assert time.perf_counter() - started < 3
     assert phoenix.annotations == []
     assert sink_counts() == {(SINK, "failed"): 1, (SINK, "dropped"): 1}
+
+
+def test_sink_requests_run_with_instrumentation_suppressed() -> None:
+    """An app that instruments httpx must not get a span for each of the sink's requests.
+
+    Instrumentations skip calls made while OpenTelemetry's suppression key is set.
+    """
+    seen: list[bool] = []
+
+    class Recording(PhoenixAnnotations):
+        def deliveries(self, client: Any, batch: Any) -> Any:
+            seen.append(bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY)))
+            return super().deliveries(client, batch)
+
+    with fake_phoenix() as phoenix:
+        sink = Recording(phoenix.base_url, **FAST)
+        sink.submit(evaluated())
+        assert sink.force_flush(5000)
+        sink.shutdown()
+    assert seen == [True]
+    assert len(phoenix.annotations) == 1

@@ -9,18 +9,22 @@ downloads a price table.
 from __future__ import annotations
 
 import json
-import os
+import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
-from tracefact._http import retry_after_seconds
+from tracefact._imports import import_litellm
+from tracefact._otel import suppress_instrumentation
+from tracefact._retry import is_transient_status, retry_after_seconds
 from tracefact.evaluators.base import (
     BadReplyError,
+    CredentialsError,
     EvaluationTimeout,
     ProviderError,
     RateLimitError,
@@ -29,15 +33,11 @@ from tracefact.evaluators.base import (
 Reply = TypeVar("Reply", bound=BaseModel)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+logger = logging.getLogger("tracefact")
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def import_litellm() -> Any:
-    """litellm, with its offline price table unless the user chose otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,11 @@ async def ask_json(
     Temperature 0 is dropped for models that refuse it (reasoning models).
     """
     litellm = import_litellm()
+    try:
+        check_credentials(litellm, model, options)
+    except CredentialsError as error:
+        _report_once(error)
+        raise
     kwargs: dict[str, Any] = {
         "temperature": 0,
         "drop_params": True,
@@ -79,15 +84,15 @@ async def ask_json(
     if "response_format" not in kwargs and _supports_json_mode(litellm, model):
         kwargs["response_format"] = {"type": "json_object"}
     # Suppressed so that a judge's own call never becomes a traced, evaluated LLM span.
-    token = otel_context.attach(
-        otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
-    )
-    try:
-        response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
-    except _provider_errors(litellm) as exc:
-        raise _map_error(litellm, exc) from exc
-    finally:
-        otel_context.detach(token)
+    with suppress_instrumentation():
+        try:
+            with _quiet_banners(litellm):
+                response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
+        except _provider_errors(litellm) as exc:
+            mapped = _map_error(litellm, model, exc)
+            if isinstance(mapped, CredentialsError):
+                _report_once(mapped)
+            raise mapped from exc
     cost = _cost(litellm, response)
     try:
         text = _reply_text(response)
@@ -103,6 +108,67 @@ async def ask_json(
         completion_tokens=getattr(usage, "completion_tokens", None),
         cost_usd=cost,
     )
+
+
+def check_credentials(litellm: Any, model: str, options: Mapping[str, Any]) -> None:
+    """A `CredentialsError` naming the variables to set when `model`'s key is missing.
+
+    Checked before the call: without a key litellm's client fails with an HTTP 500,
+    which would be retried as if the provider were down.
+    """
+    if options.get("api_key") or "mock_response" in options:
+        return
+    try:
+        found = litellm.validate_environment(model=model, api_base=options.get("api_base"))
+    except Exception:  # a provider litellm cannot check: let the call decide
+        return
+    missing = [str(name) for name in found.get("missing_keys") or []]
+    if missing:
+        raise CredentialsError(
+            f"no API key for {model}: set {' and '.join(missing)} (or pass api_key=...)"
+        )
+
+
+def _report_once(error: CredentialsError) -> None:
+    """Log a configuration error once per process; every span still carries it."""
+    message = str(error)
+    with _reported_lock:
+        if message in _reported:
+            return
+        _reported.add(message)
+    logger.error("tracefact: %s", message)
+
+
+class _BannerSilencer:
+    """Sets ``litellm.suppress_debug_info`` while any of our calls is in flight.
+
+    litellm prints "Give Feedback / Get Help" and "LiteLLM.Info" to stdout on every
+    failed call; a judge's failure is already on the span. The user's own setting is
+    restored when our last call ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: Any = False
+
+    @contextmanager
+    def __call__(self, litellm: Any) -> Iterator[None]:
+        with self._lock:
+            if self._active == 0:
+                self._saved = litellm.suppress_debug_info
+                litellm.suppress_debug_info = True
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    litellm.suppress_debug_info = self._saved
+
+
+_quiet_banners = _BannerSilencer()
 
 
 def parse_reply(text: str, schema: type[Reply]) -> Reply:
@@ -185,20 +251,38 @@ def _provider_errors(litellm: Any) -> tuple[type[Exception], ...]:
     return (openai.OpenAIError, *getattr(litellm, "LITELLM_EXCEPTION_TYPES", ()))
 
 
-def _map_error(litellm: Any, exc: Exception) -> Exception:
-    """litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
+def _map_error(litellm: Any, model: str, exc: Exception) -> Exception:
+    """Litellm's exception zoo onto tracefact's small hierarchy, keeping the status code."""
     errors = litellm.exceptions
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     message = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {exc}"
+    if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)) or (
+        "missing credentials" in str(exc).lower()
+    ):
+        variable = _key_variable(litellm, model)
+        return CredentialsError(
+            f"the provider refused the credentials for {model}: check {variable}"
+            f" (or pass api_key=...); {message}",
+            status_code=status,
+        )
     if isinstance(exc, errors.RateLimitError):
         return RateLimitError(message, retry_after=_retry_after(exc))
     if isinstance(exc, errors.Timeout):
         return EvaluationTimeout(message)
     if isinstance(exc, errors.APIConnectionError):
         return ProviderError(message, transient=True)
-    transient = status is not None and (status >= 500 or status in (408, 409))
+    transient = status is not None and (is_transient_status(status) or status == 409)
     return ProviderError(message, status_code=status, transient=transient)
+
+
+def _key_variable(litellm: Any, model: str) -> str:
+    """The variable a provider's key usually lives in, e.g. OPENAI_API_KEY."""
+    try:
+        provider = litellm.get_llm_provider(model=model)[1]
+    except Exception:  # unknown provider: name the model's prefix instead
+        provider = model.partition("/")[0]
+    return f"{str(provider).upper()}_API_KEY"
 
 
 def _retry_after(exc: Exception) -> float | None:

@@ -6,9 +6,10 @@ figure (for example Vectara's consistency score) goes into ``EvalResult.raw``.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Label = Literal["factual", "hallucinated"]
 FACTUAL: Label = "factual"
@@ -39,6 +40,36 @@ class EvalResult(BaseModel):
     raw: dict[str, Any] = Field(default_factory=dict)
 
 
+class EvaluatorDescription(BaseModel):
+    """What an evaluator is: enough to tell two configurations apart, and no secret.
+
+    Used to label results and as the identity of `Cached` entries, so everything that
+    can change a verdict (model, prompt style, threshold...) belongs in it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The result name, prefixing the span attributes (`tracefact.eval.<name>.*`)."""
+    evaluator: str
+    """The method, e.g. ``llm-judge``, ``local-factuality``."""
+    source: Literal["code", "llm", "api"] = "code"
+    model: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Options that change verdicts (threshold, style, nested evaluators...)."""
+    direction: Literal["minimize"] = "minimize"
+    """Always: a higher score means more hallucinated."""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of what every evaluator reads: an `EvalCase`."""
+        return EvalCase.model_json_schema()
+
+    def identity(self) -> str:
+        """A stable text of the whole description (key order fixed), for cache keys."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, default=str)
+
+
 @runtime_checkable
 class Evaluator(Protocol):
     """Anything with a name that turns an `EvalCase` into an `EvalResult`, asynchronously.
@@ -50,8 +81,8 @@ class Evaluator(Protocol):
 
     async def evaluate(self, case: EvalCase) -> EvalResult: ...
 
-    def describe(self) -> dict[str, Any]:
-        """Name, score direction and input schema; also the evaluator's cache identity."""
+    def describe(self) -> EvaluatorDescription:
+        """What this evaluator is and how it is configured; also its cache identity."""
         ...
 
 
@@ -62,6 +93,8 @@ class EvaluationError(Exception):
     """True when trying again later may succeed (rate limits, 5xx, lost connections)."""
     cost_usd: float | None = None
     """What the failed attempt still cost (a paid judge reply in the wrong format)."""
+    fallback: EvalResult | None = None
+    """A result to keep if retrying never succeeds (a `Cascade`'s first verdict)."""
 
 
 class InvalidCaseError(EvaluationError):
@@ -84,6 +117,10 @@ class ProviderError(EvaluationError):
         super().__init__(message)
         self.status_code = status_code
         self.transient = transient
+
+
+class CredentialsError(ProviderError):
+    """No API key, or one the provider refused: permanent, and the message names the variable."""
 
 
 class RateLimitError(ProviderError):

@@ -14,9 +14,8 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
 
-from tracefact.evaluators.base import EvalCase, EvalResult, Evaluator
+from tracefact.evaluators.base import EvalCase, EvalResult, Evaluator, EvaluatorDescription
 
 
 class Cached:
@@ -38,14 +37,16 @@ class Cached:
         self.name = evaluator.name
         self.maxsize = maxsize
         self.ttl = ttl
-        self._identity = json.dumps(evaluator.describe(), sort_keys=True, default=str)
+        self._identity = evaluator.describe().identity()
         self._entries: OrderedDict[str, tuple[float, EvalResult]] = OrderedDict()
         self._lock = threading.Lock()  # entries may be shared by loops on several threads
         # In-flight evaluations belong to the loop that started them.
         self._inflight: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[EvalResult]] = {}
 
-    def describe(self) -> dict[str, Any]:
-        return {**self.evaluator.describe(), "cache": {"maxsize": self.maxsize, "ttl": self.ttl}}
+    def describe(self) -> EvaluatorDescription:
+        inner = self.evaluator.describe()
+        cache = {"maxsize": self.maxsize, "ttl": self.ttl}
+        return inner.model_copy(update={"settings": {**inner.settings, "cache": cache}})
 
     def key(self, case: EvalCase) -> str:
         material = json.dumps(

@@ -8,6 +8,13 @@ model, a reply in the wrong format) is the most doubtful result of all, so the s
 decides then too; a transient failure is raised for the caller's retry policy, since
 retrying the cheap evaluator costs less than escalating. The result says which ran and
 what the whole thing cost.
+
+The second evaluator failing never throws away the first verdict. A permanent failure
+(no API key, a reply in the wrong format) returns the first result, marked as not
+escalated, with the reason in ``raw["cascade"]["escalation_error"]`` (exported as
+`tracefact.eval.<name>.escalation_error`). A transient one (a rate limit) is raised so
+the pipeline retries the whole cascade, carrying that same result as the error's
+`fallback`, which the pipeline keeps if its retries run out.
 """
 
 from __future__ import annotations
@@ -16,15 +23,29 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tracefact import semconv
+from tracefact._retry import is_transient
 from tracefact.evaluators.base import (
     HALLUCINATED,
     EvalCase,
     EvalResult,
     EvaluationError,
     Evaluator,
+    EvaluatorDescription,
 )
 
 Escalation = tuple[float, float] | Callable[[EvalResult], bool]
+
+
+class EscalationError(EvaluationError):
+    """The second evaluator failed transiently; `fallback` is the first verdict to keep."""
+
+    transient = True
+
+    def __init__(self, message: str, fallback: EvalResult) -> None:
+        super().__init__(f"escalation failed: {message}")
+        self.fallback = fallback
+        self.cost_usd = fallback.cost_usd
 
 
 class Cascade:
@@ -62,20 +83,20 @@ class Cascade:
         flagged = self.escalate_flagged and result.label == HALLUCINATED
         return flagged or low <= result.score <= high
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EvaluatorDescription:
         if callable(self.escalate):
             rule: Any = getattr(self.escalate, "__qualname__", repr(self.escalate))
         else:
             rule = {"band": list(self.escalate), "flagged": self.escalate_flagged}
-        return {
-            "name": self.name,
-            "evaluator": "cascade",
-            "first": self.first.describe(),
-            "then": self.then.describe(),
-            "escalate": rule,
-            "direction": "minimize",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator="cascade",
+            settings={
+                "first": self.first.describe().model_dump(mode="json"),
+                "then": self.then.describe().model_dump(mode="json"),
+                "escalate": rule,
+            },
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
@@ -85,17 +106,36 @@ class Cascade:
             if error.transient:
                 raise
             failed = {"error": f"{type(error).__name__}: {error}"}
-            tag = self.first.describe().get("evaluator", self.first.name)
+            tag = self.first.describe().evaluator
             return await self._escalated(case, started, tag, error.cost_usd, failed)
         if not self.should_escalate(first):
-            return first.model_copy(
-                update={
-                    "name": self.name,
-                    "raw": {**first.raw, "cascade": {"ran": [first.evaluator], "escalated": False}},
-                }
-            )
+            return self._kept(first)
         summary = {"label": first.label, "score": first.score, "explanation": first.explanation}
-        return await self._escalated(case, started, first.evaluator, first.cost_usd, summary)
+        try:
+            return await self._escalated(case, started, first.evaluator, first.cost_usd, summary)
+        except Exception as error:
+            reason = f"{type(error).__name__}: {error}"
+            spent = getattr(error, "cost_usd", None)
+            kept = self._kept(first, escalation_error=reason, spent=spent)
+            if not is_transient(error):
+                return kept
+            raise EscalationError(reason, fallback=kept) from error
+
+    def _kept(
+        self, first: EvalResult, escalation_error: str | None = None, spent: float | None = None
+    ) -> EvalResult:
+        """`first` as the cascade's result, not escalated (and why, when escalating failed)."""
+        cascade: dict[str, Any] = {"ran": [first.evaluator], "escalated": False}
+        if escalation_error is not None:
+            cascade[semconv.EVAL_FIELD_ESCALATION_ERROR] = escalation_error
+        costs = [c for c in (first.cost_usd, spent) if c is not None]
+        return first.model_copy(
+            update={
+                "name": self.name,
+                "cost_usd": sum(costs) if costs else None,
+                "raw": {**first.raw, "cascade": cascade},
+            }
+        )
 
     async def _escalated(
         self,

@@ -1,5 +1,6 @@
-"""LLM judges through litellm: one verdict (`LLMJudge`), per statement (`ClaimJudge`),
-per context (`ContextVerdictJudge`).
+"""LLM judges through litellm.
+
+One verdict (`LLMJudge`), per statement (`ClaimJudge`), per context (`ContextVerdictJudge`).
 
 They share one core: the prompt is built by `_prompts.build_messages` (evaluated text
 as delimited data), the call is `_litellm.ask_json` (JSON reply validated against a
@@ -24,6 +25,7 @@ from tracefact.evaluators.base import (
     BadReplyError,
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     InvalidCaseError,
 )
 
@@ -99,19 +101,19 @@ class _Judge:
         """Options that change verdicts; part of `describe()` and so of cache keys."""
         return {}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EvaluatorDescription:
         options = {k: v for k, v in self.litellm_kwargs.items() if k not in _SECRET_OPTIONS}
-        return {
-            "name": self.name,
-            "evaluator": self.kind,
-            "model": self.model,
-            **self._settings(),
-            "examples": len(self.examples),
-            "litellm_options": options,
-            "direction": "minimize",
-            "source": "llm",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator=self.kind,
+            source="llm",
+            model=self.model,
+            settings={
+                **self._settings(),
+                "examples": len(self.examples),
+                "litellm_options": options,
+            },
+        )
 
     async def _ask(
         self, instructions: str, case: EvalCase, schema: type[Reply]
@@ -193,8 +195,10 @@ class LLMJudge(_Judge):
 
 
 class _ScoreJudge(_Judge):
-    """A judge whose score is a share (of statements, of contexts): hallucinated above
-    ``threshold``."""
+    """A judge whose score is a share (of statements, of contexts).
+
+    Hallucinated above ``threshold``.
+    """
 
     def __init__(
         self,
@@ -215,8 +219,9 @@ class _ScoreJudge(_Judge):
 
 
 class ClaimJudge(_ScoreJudge):
-    """Splits the answer into statements and checks each against the contexts (Haystack
-    faithfulness). Score = share of unsupported statements; they are listed in
+    """Splits the answer into statements and checks each (Haystack faithfulness).
+
+    Score = share of the statements the contexts do not support; they are listed in
     `unsupported`, and `raw` keeps `statements` and `statement_scores` (1 = supported).
     """
 

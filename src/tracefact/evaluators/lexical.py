@@ -8,48 +8,20 @@ occur in the context passes. Use it as a floor, not a verdict.
 
 from __future__ import annotations
 
-import re
 import time
-from typing import Any
 
+from tracefact.evaluators._text import content_words, split_sentences
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
     EvalCase,
     EvalResult,
+    EvaluatorDescription,
     InvalidCaseError,
 )
 
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each few
-    for from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves yes sure well okay ok""".split()
-)
-
-
-def plain_sentences(text: str) -> list[str]:
-    """Sentences cut after '.', '!' or '?' followed by white space, and at line breaks."""
-    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
-
-
-def content_words(text: str) -> list[str]:
-    """Lower-cased words minus stopwords, with a light plural strip so 'prizes' ~ 'prize'."""
-    words = []
-    for raw in _WORD.findall(text.lower()):
-        word = raw.removesuffix("'s")
-        if word in _STOPWORDS:
-            continue
-        if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        words.append(word)
-    return words
+__all__ = ["LexicalOverlap", "content_words", "split_sentences"]
+"""`content_words` and `split_sentences` are the units this evaluator counts in."""
 
 
 class LexicalOverlap:
@@ -61,15 +33,10 @@ class LexicalOverlap:
         self.name = name
         self.threshold = threshold
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "evaluator": "lexical-overlap",
-            "threshold": self.threshold,
-            "direction": "minimize",
-            "source": "code",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name, evaluator="lexical-overlap", settings={"threshold": self.threshold}
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         return self.evaluate_sync(case)
@@ -83,7 +50,7 @@ class LexicalOverlap:
             known.update(content_words(context))
         missing = total = 0
         unsupported: list[str] = []
-        for sentence in plain_sentences(case.output):
+        for sentence in split_sentences(case.output):
             words = content_words(sentence)
             absent = [w for w in words if w not in known]
             missing += len(absent)

@@ -13,7 +13,10 @@ from typing import Any
 
 from tracefact.evaluators.base import Evaluator
 
-SPECS = "lexical | local | judge:MODEL | claims:MODEL | contexts:MODEL | vectara"
+SPECS = "local | lexical | judge:MODEL | claims:MODEL | contexts:MODEL | vectara"
+
+DEFAULT_SPEC = "local"
+"""The one default evaluator (configure, TRACEFACT_EVALUATORS unset, the CLI): offline."""
 
 JUDGES = ("judge", "claims", "contexts")
 """Specs of the evaluators that call a model through litellm."""
@@ -73,7 +76,7 @@ _FACTORIES: dict[str, Factory] = {
 
 def default_evaluators() -> list[Evaluator]:
     """The offline default: the embedded local model, no key, no network."""
-    return [from_spec("local")]
+    return [from_spec(DEFAULT_SPEC)]
 
 
 def from_spec(spec: str, api_base: str | None = None) -> Evaluator:

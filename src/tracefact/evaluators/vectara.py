@@ -1,10 +1,10 @@
 """`VectaraHHEM`: Vectara's factual-consistency API (the hosted HHEM model) as an evaluator.
 
 Vectara scores consistency (1 = consistent); tracefact's score is the opposite,
-``1 - score``, and Vectara's own figures stay in ``raw``. Rate limits and server
-errors are retried here a few times, honouring ``Retry-After``, because a hosted
-API under load recovers within seconds; what is still failing after that is a
-transient `ProviderError` for the pipeline to schedule.
+``1 - score``, and Vectara's own figures stay in ``raw``. One call makes one request:
+rate limits (with their ``Retry-After``), server errors and lost connections are raised
+as transient errors, and the caller's retry policy (the pipeline's) decides when to
+try again, so retries never multiply across layers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from tracefact._http import retry_after_seconds
+from tracefact._retry import is_transient_status, retry_after_seconds
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
@@ -26,6 +26,7 @@ from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
     EvaluationTimeout,
+    EvaluatorDescription,
     InvalidCaseError,
     ProviderError,
     RateLimitError,
@@ -33,7 +34,6 @@ from tracefact.evaluators.base import (
 
 ENDPOINT = "/v2/evaluate_factual_consistency"
 _LANGUAGE = re.compile(r"[a-z]{3}")
-_MAX_BACKOFF_SECONDS = 10.0
 
 
 class VectaraHHEM:
@@ -51,8 +51,6 @@ class VectaraHHEM:
         base_url: str = "https://api.vectara.io",
         timeout: float = 30.0,
         threshold: float = 0.5,
-        max_retries: int = 2,
-        backoff_seconds: float = 0.5,
         name: str = "hallucination",
     ) -> None:
         key = api_key or os.environ.get("VECTARA_API_KEY")
@@ -62,33 +60,31 @@ class VectaraHHEM:
             raise ValueError(f"language must be an ISO 639-3 code like 'eng', got {language!r}")
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be within [0, 1), got {threshold}")
-        if timeout <= 0 or max_retries < 0 or backoff_seconds < 0:
-            raise ValueError("timeout must be positive; max_retries and backoff non-negative")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
         self.name = name
         self.language = language
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.threshold = threshold
-        self.max_retries = max_retries
-        self.backoff_seconds = backoff_seconds
         self._key = key
         # An httpx client belongs to the event loop it first ran on; keep one per loop.
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "evaluator": "vectara-hhem",
-            "model": self.model,
-            "language": self.language,
-            "threshold": self.threshold,
-            "base_url": self.base_url,
-            "direction": "minimize",
-            "source": "api",
-            "input_schema": EvalCase.model_json_schema(),
-        }
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(
+            name=self.name,
+            evaluator="vectara-hhem",
+            source="api",
+            model=self.model,
+            settings={
+                "language": self.language,
+                "threshold": self.threshold,
+                "base_url": self.base_url,
+            },
+        )
 
     async def evaluate(self, case: EvalCase) -> EvalResult:
         started = time.perf_counter()
@@ -131,29 +127,19 @@ class VectaraHHEM:
         )
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries on 429, 5xx and lost connections; other statuses fail at once."""
+        """One POST; failures become typed errors, transient ones for the caller to retry."""
         client = self._client_for_loop()
-        attempt = 0
-        while True:
-            try:
-                response = await client.post(ENDPOINT, json=body)
-            except httpx.TimeoutException as exc:
-                raise EvaluationTimeout(f"Vectara did not answer within {self.timeout}s") from exc
-            except httpx.TransportError as exc:
-                error: ProviderError = ProviderError(
-                    f"cannot reach Vectara at {self.base_url}: {exc!r}", transient=True
-                )
-                retry_after = None
-            else:
-                if response.status_code == 200:
-                    return _json_object(response)
-                error = _status_error(response, self.language)
-                retry_after = error.retry_after if isinstance(error, RateLimitError) else None
-            if not error.transient or attempt >= self.max_retries:
-                raise error
-            delay = self.backoff_seconds * 2**attempt if retry_after is None else retry_after
-            await asyncio.sleep(min(delay, _MAX_BACKOFF_SECONDS))
-            attempt += 1
+        try:
+            response = await client.post(ENDPOINT, json=body)
+        except httpx.TimeoutException as exc:
+            raise EvaluationTimeout(f"Vectara did not answer within {self.timeout}s") from exc
+        except httpx.TransportError as exc:
+            raise ProviderError(
+                f"cannot reach Vectara at {self.base_url}: {exc!r}", transient=True
+            ) from exc
+        if response.status_code != 200:
+            raise _status_error(response, self.language)
+        return _json_object(response)
 
     def _client_for_loop(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -203,7 +189,7 @@ def _status_error(response: httpx.Response, language: str) -> ProviderError:
             f"Vectara rate limit (429): {detail}",
             retry_after=retry_after_seconds(response.headers),
         )
-    if status >= 500:
+    if is_transient_status(status):
         return ProviderError(f"Vectara server error ({status}): {detail}", status, transient=True)
     cause = {
         400: "Vectara rejected the request as malformed (400)",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
+
+from tracefact.scrubbing import current_scrubber, valid_utf8
 
 Redactor = Callable[[str], str]
 
@@ -21,17 +22,11 @@ TRUNCATION_MARKER = "…[truncated {} chars]"
 _MAX_ITEMS = 1000
 _MAX_DEPTH = 20
 
-# A name is secret-looking when its last word is one of these (so `max_tokens` is not).
-_SECRET_NAME = re.compile(
-    r"(?:^|[_\-.])(?:api[_\-]?key|apikey|authorization|auth|password|passwd|secret|"
-    r"token|access[_\-]?token|refresh[_\-]?token|credentials?|private[_\-]?key)$",
-    re.IGNORECASE,
-)
-
 
 def is_secret_name(name: str) -> bool:
     """True for argument or dict-key names whose values must never reach a span."""
-    return bool(_SECRET_NAME.search(name))
+    scrubber = current_scrubber()
+    return scrubber is not None and scrubber.is_secret_name(name)
 
 
 @dataclass(frozen=True)
@@ -55,18 +50,19 @@ def capture_options() -> CaptureOptions:
     return _options
 
 
-def to_text(value: Any) -> tuple[str, bool]:
+def to_text(value: Any, where: str = "", scrubbed: list[str] | None = None) -> tuple[str, bool]:
     """Serialise any value to text; the flag says whether the text is JSON.
 
-    Never raises: cycles, bytes, unserialisable and hostile objects all get a
-    placeholder instead of an exception in the caller's code.
+    Values under secret-named keys are replaced; their paths (below `where`) are
+    appended to `scrubbed`. Never raises: cycles, bytes, unserialisable and hostile
+    objects all get a placeholder instead of an exception in the caller's code.
     """
     if isinstance(value, str):
         return value, False
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_placeholder(value), False
     try:
-        plain = _jsonable(value, set(), 0)
+        plain = _jsonable(value, set(), 0, where, [] if scrubbed is None else scrubbed)
         if isinstance(plain, str):  # an object shown by its repr: no JSON quoting
             return plain, False
         return json.dumps(plain, ensure_ascii=False), True
@@ -74,18 +70,27 @@ def to_text(value: Any) -> tuple[str, bool]:
         return _safe_repr(value), False
 
 
-def finish(text: str, options: CaptureOptions) -> str:
-    """Apply the user's redactor, then the length limit (with a visible marker)."""
+def finish(text: str, options: CaptureOptions, where: str, scrubbed: list[str]) -> str:
+    """Apply the redactor, the scrubber, the length limit, and make the text valid UTF-8.
+
+    `where` is appended to `scrubbed` when the scrubber replaced something; a cut
+    text keeps a visible marker.
+    """
     if options.redact is not None:
         try:
             text = str(options.redact(text))
         except Exception:
             # A failing redactor must not leak what it was meant to hide.
             return REDACTED
+    scrubber = current_scrubber()
+    if scrubber is not None:
+        text, changed = scrubber.scrub_text(text)
+        if changed:
+            scrubbed.append(where)
     limit = options.max_attribute_length
     if len(text) > limit:
-        return text[:limit] + TRUNCATION_MARKER.format(len(text) - limit)
-    return text
+        text = text[:limit] + TRUNCATION_MARKER.format(len(text) - limit)
+    return text if text.isascii() else valid_utf8(text)
 
 
 def fingerprint(text: str) -> tuple[int, str]:
@@ -93,7 +98,7 @@ def fingerprint(text: str) -> tuple[int, str]:
     return len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _jsonable(value: Any, path: set[int], depth: int) -> Any:
+def _jsonable(value: Any, path: set[int], depth: int, where: str, scrubbed: list[str]) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -111,16 +116,23 @@ def _jsonable(value: Any, path: set[int], depth: int) -> Any:
                     out["…"] = f"{len(value) - _MAX_ITEMS} more items"
                     break
                 name = str(key)
-                out[name] = REDACTED if is_secret_name(name) else _jsonable(item, path, depth + 1)
+                if is_secret_name(name):
+                    out[name] = REDACTED
+                    scrubbed.append(f"{where}.{name}")
+                else:
+                    out[name] = _jsonable(item, path, depth + 1, f"{where}.{name}", scrubbed)
             return out
         if isinstance(value, (list, tuple, set, frozenset)):
-            items = [_jsonable(item, path, depth + 1) for item in islice(value, _MAX_ITEMS)]
+            items = [
+                _jsonable(item, path, depth + 1, f"{where}.{i}", scrubbed)
+                for i, item in enumerate(islice(value, _MAX_ITEMS))
+            ]
             if len(value) > _MAX_ITEMS:
                 items.append(f"… {len(value) - _MAX_ITEMS} more items")
             return items
         dump = getattr(value, "model_dump", None)  # pydantic models
         if callable(dump):
-            return _jsonable(dump(), path, depth + 1)
+            return _jsonable(dump(), path, depth + 1, where, scrubbed)
         return _safe_repr(value)
     finally:
         path.discard(id(value))

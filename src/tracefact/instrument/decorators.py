@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -72,7 +72,7 @@ class _Plan:
         rest = {
             name: value
             for name, value in [*zip(self.positional, args, strict=False), *kwargs.items()]
-            if name in self.captured
+            if name in self.captured and not is_secret_name(name)  # configure may change it
         }
         if len(rest) == 1:
             return next(iter(rest.values()))
@@ -94,7 +94,7 @@ def _plan(
     contexts: str | None,
 ) -> _Plan:
     params = inspect.signature(func).parameters
-    names = [p for p in params if not is_secret_name(p)]
+    names = list(params)
     for override, what in ((input, "input"), (contexts, "contexts")):
         if override is not None and override not in params:
             raise ValueError(f"{func.__qualname__} has no parameter {override!r} for {what}=")
@@ -213,7 +213,7 @@ def _end_stream(
 
 def _wrap_generator(func: F, plan: _Plan) -> F:
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, None, Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         recorder = _begin(plan, args, kwargs)
         if recorder is None:
             return (yield from func(*args, **kwargs))
@@ -223,17 +223,24 @@ def _wrap_generator(func: F, plan: _Plan) -> F:
         try:
             inner = func(*args, **kwargs)
             # The span is current only while the wrapped generator runs, never across a
-            # yield: between chunks the caller's context stays the caller's.
+            # yield: between chunks the caller's context stays the caller's. What the
+            # caller sends or throws in goes on to the wrapped generator.
+            step, value = inner.send, None
             while True:
                 token = otel_context.attach(span_context)
                 try:
-                    chunk = next(inner)
+                    chunk = step(value)
                 except StopIteration as stop:
                     return stop.value
                 finally:
                     otel_context.detach(token)
                 stream.chunks.append(chunk)
-                yield chunk
+                try:
+                    value, step = (yield chunk), inner.send
+                except GeneratorExit:
+                    raise
+                except BaseException as thrown:
+                    step, value = inner.throw, thrown
         except GeneratorExit:
             error = GeneratorExit(ABANDONED)
             inner.close()
@@ -249,7 +256,7 @@ def _wrap_generator(func: F, plan: _Plan) -> F:
 
 def _wrap_async_generator(func: F, plan: _Plan) -> F:
     @functools.wraps(func)
-    async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         recorder = _begin(plan, args, kwargs)
         if recorder is None:
             async for chunk in func(*args, **kwargs):
@@ -260,16 +267,22 @@ def _wrap_async_generator(func: F, plan: _Plan) -> F:
         error: BaseException | None = None
         try:
             inner = func(*args, **kwargs)
+            step, value = inner.asend, None
             while True:
                 token = otel_context.attach(span_context)
                 try:
-                    chunk = await inner.__anext__()
+                    chunk = await step(value)
                 except StopAsyncIteration:
                     return
                 finally:
                     otel_context.detach(token)
                 stream.chunks.append(chunk)
-                yield chunk
+                try:
+                    value, step = (yield chunk), inner.asend
+                except GeneratorExit:
+                    raise
+                except BaseException as thrown:
+                    step, value = inner.athrow, thrown
         except GeneratorExit:
             error = GeneratorExit(ABANDONED)
             await inner.aclose()
@@ -284,8 +297,10 @@ def _wrap_async_generator(func: F, plan: _Plan) -> F:
 
 
 class SpanDecorator:
-    """A decorator usable bare (``@tracefact.llm``) or with options
-    (``@tracefact.llm(model="gpt-4o-mini", input="q", contexts="docs")``)."""
+    """A decorator usable bare (``@tracefact.llm``) or with options.
+
+    For example ``@tracefact.llm(model="gpt-4o-mini", input="q", contexts="docs")``.
+    """
 
     def __init__(self, kind: Kind) -> None:
         self.kind: Kind = kind
@@ -315,8 +330,11 @@ class SpanDecorator:
         input: str | None = None,
         contexts: str | None = None,
     ) -> F | Callable[[F], F]:
-        """`name` defaults to the function's qualified name; `input` and `contexts` name
-        the parameters to record as such when the defaults do not find them."""
+        """`name` defaults to the function's qualified name.
+
+        `input` and `contexts` name the parameters to record as such when the defaults do not find
+        them.
+        """
 
         def apply(target: F) -> F:
             return _wrap(target, _plan(target, self.kind, name, model, input, contexts))

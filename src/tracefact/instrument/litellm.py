@@ -2,13 +2,16 @@
 
 Patching is done with wrapt on the `litellm` module attributes, so code that calls
 ``litellm.completion(...)`` is traced; calls made while OpenTelemetry
-instrumentation is suppressed (tracefact's own judges) are not.
+instrumentation is suppressed (tracefact's own judges) are not. A module that ran
+``from litellm import completion`` before the patch holds the original function: its
+global is rebound to the patched one too (and restored by `uninstrument_litellm`), with
+one log line naming it, so those calls are traced as well.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -18,6 +21,8 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from tracefact._imports import import_litellm
+from tracefact._otel import is_suppressed
 from tracefact.instrument.spans import SpanRecorder, start_span
 
 logger = logging.getLogger("tracefact")
@@ -26,38 +31,65 @@ _PATCHED = ("completion", "acompletion")
 _lock = threading.Lock()  # instrument/uninstrument may race from several threads
 
 
-def _suppressed() -> bool:
-    return bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
-
-
-def _import_litellm() -> Any:
-    # litellm downloads its price table at import unless told otherwise.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
+_rebound: list[tuple[str, str]] = []
+"""(module, global) pairs `instrument_litellm` rebound, for `uninstrument_litellm`."""
 
 
 def instrument_litellm() -> None:
-    """Wrap `litellm.completion` and `litellm.acompletion`; calling it again does nothing."""
-    litellm = _import_litellm()
+    """Wrap `litellm.completion` and `litellm.acompletion`; calling it again does nothing.
+
+    Raises:
+        MissingExtraError: litellm is not installed (it names the extra to install).
+    """
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
             if isinstance(current, _LiteLLMWrapper):
                 continue
-            wrapper = _async_call if name == "acompletion" else _sync_call
-            setattr(litellm, name, _LiteLLMWrapper(current, wrapper))
+            wrapper = _LiteLLMWrapper(current, _async_call if name == "acompletion" else _sync_call)
+            setattr(litellm, name, wrapper)
+            _rebind_imported(current, wrapper)
+
+
+def _rebind_imported(original: Any, wrapper: Any) -> None:
+    """Point module globals bound to `original` (``from litellm import completion``) at `wrapper`.
+
+    litellm's own modules are left alone: they call each other internally, and wrapping
+    those calls would trace one request twice.
+    """
+    for module_name, module in sys.modules.copy().items():  # copy(): atomic, unlike iterating
+        if module is None or module_name.partition(".")[0] in ("litellm", "tracefact"):
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for global_name, value in namespace.copy().items():
+            if value is original:
+                namespace[global_name] = wrapper
+                _rebound.append((module_name, global_name))
+                logger.info(
+                    "instrument_litellm: %s.%s was imported before instrumentation; "
+                    "rebound it so its calls are traced",
+                    module_name,
+                    global_name,
+                )
 
 
 def uninstrument_litellm() -> None:
-    """Restore the original litellm functions; safe when not instrumented."""
-    litellm = _import_litellm()
+    """Restore the original litellm functions, and the globals rebound to them; safe twice."""
+    litellm = import_litellm()
     with _lock:
         for name in _PATCHED:
             current = getattr(litellm, name)
             if isinstance(current, _LiteLLMWrapper):
                 setattr(litellm, name, current.__wrapped__)
+        for module_name, global_name in _rebound:
+            namespace = getattr(sys.modules.get(module_name), "__dict__", {})
+            current = namespace.get(global_name)
+            if isinstance(current, _LiteLLMWrapper):
+                namespace[global_name] = current.__wrapped__
+        _rebound.clear()
 
 
 class _LiteLLMWrapper(wrapt.FunctionWrapper[Any, Any]):
@@ -84,7 +116,7 @@ def _start(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> SpanRecorder | N
 def _sync_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:
@@ -104,7 +136,7 @@ def _sync_call(
 async def _async_call(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if _suppressed():
+    if is_suppressed():
         return await wrapped(*args, **kwargs)
     recorder = _start(args, kwargs)
     if recorder is None:

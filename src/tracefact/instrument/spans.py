@@ -7,8 +7,10 @@ retrieval memory behave the same everywhere.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Mapping
+import traceback
+from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
@@ -18,7 +20,13 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.instrument.capture import capture_options, fingerprint, finish, to_text
+from tracefact.instrument.capture import (
+    CaptureOptions,
+    capture_options,
+    fingerprint,
+    finish,
+    to_text,
+)
 from tracefact.instrument.documents import retrieval_memory, to_documents
 
 logger = logging.getLogger("tracefact")
@@ -54,13 +62,15 @@ class SpanRecorder:
     break the call it observes.
     """
 
-    __slots__ = ("_contexts_recorded", "_token", "kind", "span")
+    __slots__ = ("_contexts_recorded", "_scrubbed", "_token", "kind", "span")
 
-    def __init__(self, span: Span, kind: Kind) -> None:
+    def __init__(self, span: Span, kind: Kind, scrubbed: list[str] | None = None) -> None:
         self.span = span
         self.kind = kind
         self._contexts_recorded = False
         self._token: object | None = None
+        self._scrubbed: list[str] = scrubbed or []
+        """Paths scrubbed so far; the attribute is rewritten whenever this grows."""
 
     def record(
         self,
@@ -74,14 +84,17 @@ class SpanRecorder:
     ) -> None:
         """Record any of the call's parts; what is not given is left as it is."""
         try:
+            scrubbed = len(self._scrubbed)
             if input is not UNSET:
-                self.span.set_attributes(content_attributes(input, is_input=True))
+                self.span.set_attributes(content_attributes(input, True, self._scrubbed))
             if contexts is not UNSET:
                 self._record_contexts([doc.content for doc in to_documents(contexts)])
             if documents is not UNSET:
                 self._record_documents(documents)
             if output is not UNSET:
-                self.span.set_attributes(content_attributes(output, is_input=False))
+                self._record_output(output)
+            if len(self._scrubbed) > scrubbed:
+                self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
             if model is not None:
                 self.span.set_attribute(semconv.LLM_MODEL_NAME, model)
                 self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
@@ -91,10 +104,25 @@ class SpanRecorder:
             logger.exception("tracefact: could not record on span")
 
     def fail(self, exc: BaseException) -> None:
-        """Mark the span as failed with this exception (which the caller re-raises)."""
+        """Mark the span as failed with this exception (which the caller re-raises).
+
+        The message and stack trace are content (a provider's error may quote the
+        prompt): they get the same capture, redaction and scrubbing as the output.
+        """
         try:
-            self.span.record_exception(exc)
-            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            options = capture_options()
+            scrubbed = len(self._scrubbed)
+            message, stacktrace = _exception_text(exc, options, self._scrubbed)
+            self.span.record_exception(
+                exc,
+                {
+                    semconv.EXCEPTION_MESSAGE: message,
+                    semconv.EXCEPTION_STACKTRACE: stacktrace,
+                },
+            )
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
+            if len(self._scrubbed) > scrubbed:
+                self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
         except Exception:
             logger.exception("tracefact: could not record exception")
 
@@ -114,13 +142,36 @@ class SpanRecorder:
             logger.exception("tracefact: could not finish span")
         span.end()
 
+    def _record_output(self, output: Any) -> None:
+        """Record the output; an LLM span's output that is not text is only marked.
+
+        None is not the answer "null", and a coroutine is not its repr.
+        """
+        if self.kind == "llm" and (output is None or isinstance(output, _NOT_TEXT)):
+            kind = type(output).__name__
+            if inspect.iscoroutine(output):
+                logger.warning(
+                    "tracefact: %s returned a coroutine; decorate the async function itself",
+                    getattr(self.span, "name", "an LLM function"),
+                )
+            self.span.set_attribute(semconv.OUTPUT_NOT_TEXT, kind)
+            return
+        self.span.set_attributes(content_attributes(output, False, self._scrubbed))
+
     def _record_contexts(self, contents: list[str]) -> None:
         self._contexts_recorded = True
         options = capture_options()
         if not options.capture_content:
             self.span.set_attribute(semconv.CONTEXTS_COUNT, len(contents))
             return
-        self.span.set_attribute(semconv.CONTEXTS, [finish(text, options) for text in contents])
+        scrubbed = len(self._scrubbed)
+        texts = [
+            finish(text, options, f"{semconv.CONTEXTS}.{i}", self._scrubbed)
+            for i, text in enumerate(contents)
+        ]
+        self.span.set_attribute(semconv.CONTEXTS, texts)
+        if len(self._scrubbed) > scrubbed:
+            self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
 
     def _record_documents(self, result: Any) -> None:
         documents = to_documents(result)
@@ -130,9 +181,8 @@ class SpanRecorder:
         attributes: dict[str, Any] = {}
         for i, doc in enumerate(documents):
             if options.capture_content:
-                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT)] = finish(
-                    doc.content, options
-                )
+                key = semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT)
+                attributes[key] = finish(doc.content, options, key, self._scrubbed)
             if doc.id is not None:
                 attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = doc.id
             if doc.score is not None:
@@ -182,31 +232,60 @@ class SpanRecorder:
         self.__exit__(exc_type, exc, tb)
 
 
-def content_attributes(value: Any, *, is_input: bool) -> dict[str, Any]:
-    """`input.value`/`output.value` (+ JSON mime type), or only length and hash when
-    content capture is off."""
+def content_attributes(value: Any, is_input: bool, scrubbed: list[str]) -> dict[str, Any]:
+    """`input.value` or `output.value` (with a JSON mime type where it applies).
+
+    With content capture off, only the text's length and hash. Scrubbed paths are
+    appended to `scrubbed`.
+    """
     options = capture_options()
     key, mime_key = (
         (semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE)
         if is_input
         else (semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE)
     )
-    if (  # the hot path: a short string recorded as it is
-        type(value) is str
-        and options.capture_content
-        and options.redact is None
-        and len(value) <= options.max_attribute_length
-    ):
-        return {key: value}
-    text, is_json = to_text(value)
+    if type(value) is str and options.capture_content:  # the hot path: no serialising
+        return {key: finish(value, options, key, scrubbed)}
     if not options.capture_content:
-        length, digest = fingerprint(text)
+        length, digest = fingerprint(to_text(value)[0])
         if is_input:
             return {semconv.INPUT_LENGTH: length, semconv.INPUT_SHA256: digest}
         return {semconv.OUTPUT_LENGTH: length, semconv.OUTPUT_SHA256: digest}
+    text, is_json = to_text(value, key, scrubbed)
     if is_json:
-        return {key: finish(text, options), mime_key: semconv.MIME_JSON}
-    return {key: finish(text, options)}
+        return {key: finish(text, options, key, scrubbed), mime_key: semconv.MIME_JSON}
+    return {key: finish(text, options, key, scrubbed)}
+
+
+_NOT_TEXT = (bytes, bytearray, memoryview, Coroutine)
+WITHHELD = "[withheld: capture_content=False]"
+
+
+def _exception_text(
+    exc: BaseException, options: CaptureOptions, scrubbed: list[str]
+) -> tuple[str, str]:
+    """An exception's message and stack trace, treated as content.
+
+    Withheld when capture is off, else redacted, scrubbed and truncated like any
+    recorded text (a provider's error may quote the prompt).
+    """
+    name = type(exc).__name__
+    if not options.capture_content:  # where it happened, without source lines or values
+        frames = "".join(
+            f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n'
+            for frame in traceback.extract_tb(exc.__traceback__)
+        )
+        return WITHHELD, f"Traceback (most recent call last):\n{frames}{name}: {WITHHELD}"
+    try:
+        message = str(exc)
+        stacktrace = "".join(traceback.format_exception(exc))
+    except Exception:  # a hostile __str__ must not cost the span its error
+        message = f"<unprintable {name}>"
+        stacktrace = "".join(traceback.format_tb(exc.__traceback__)) + f"{name}: {message}"
+    return (
+        finish(message, options, semconv.EXCEPTION_MESSAGE, scrubbed),
+        finish(stacktrace, options, semconv.EXCEPTION_STACKTRACE, scrubbed),
+    )
 
 
 def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
@@ -229,21 +308,29 @@ def start_span(name: str, kind: Kind, model: str | None = None, input: Any = UNS
         if model is not None:
             attributes[semconv.LLM_MODEL_NAME] = model
             attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+        if not capture_options().capture_content:
+            attributes[semconv.CAPTURE_CONTENT] = False  # the reader skips: capture_off
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
+    scrubbed: list[str] = []
     if input is not UNSET:
         try:
-            attributes.update(content_attributes(input, is_input=True))
+            attributes.update(content_attributes(input, True, scrubbed))
+            if scrubbed:
+                attributes[semconv.SCRUBBED] = scrubbed
         except Exception:
             logger.exception("tracefact: could not record input")
     span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
     span = _tracer().start_span(name, kind=span_kind, attributes=attributes)
-    return SpanRecorder(span, kind)
+    return SpanRecorder(span, kind, scrubbed)
 
 
 def span(name: str, kind: Kind = "chain", *, model: str | None = None) -> SpanRecorder:
-    """A span for code that is not one function: ``with tracefact.span("answer", kind="llm")
-    as s: s.record(input=..., contexts=..., output=...)``. Works with ``async with`` too."""
+    """A span for code that is not one function.
+
+    ``with tracefact.span("answer", kind="llm") as s: s.record(input=..., contexts=...,
+    output=...)``. Works with ``async with`` too.
+    """
     if kind not in _OPENINFERENCE_KIND:
         raise ValueError(f"kind must be one of {sorted(_OPENINFERENCE_KIND)}, not {kind!r}")
     return start_span(name, kind, model)

@@ -1,6 +1,6 @@
 """Reading an evaluation case out of a span's attributes.
 
-Knows the attribute conventions tracefact understands; the collector adds more here,
+Knows the attribute conventions tracefact understands; a future collector adds more here,
 not elsewhere.
 """
 

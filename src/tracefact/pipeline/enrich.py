@@ -8,7 +8,6 @@ evaluated span with exactly one link to it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -19,32 +18,14 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.evaluators.base import EvalResult
+from tracefact.pipeline.outcome import Outcome
 
 SCOPE = InstrumentationScope("tracefact.evaluation", __version__)
 _ids = RandomIdGenerator()
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """One evaluator's result on one span, or why there is none."""
-
-    evaluator: str
-    status: str
-    """ok | error | timeout"""
-    result: EvalResult | None = None
-    error: str | None = None
-    latency_ms: float = 0.0
-    spent_usd: float | None = None
-    """What a failed evaluation still cost; a result carries its own cost."""
-
-    @property
-    def cost_usd(self) -> float | None:
-        return self.result.cost_usd if self.result is not None else self.spent_usd
-
-
-def overall_status(outcomes: Sequence[Outcome]) -> str:
-    """ok when every evaluator succeeded; else the worst: timeout before error."""
+def overall_status(outcomes: Sequence[Outcome]) -> semconv.EvalStatus:
+    """Ok when every evaluator succeeded; else the worst: timeout before error."""
     statuses = {o.status for o in outcomes}
     if statuses <= {semconv.STATUS_OK}:
         return semconv.STATUS_OK
@@ -78,6 +59,11 @@ def outcome_attributes(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         attributes[semconv.eval_attribute(prefix, "evaluator")] = result.evaluator
         if result.unsupported:
             attributes[semconv.eval_attribute(prefix, "unsupported")] = list(result.unsupported)
+        escalation_error = result.raw.get("cascade", {}).get(semconv.EVAL_FIELD_ESCALATION_ERROR)
+        if escalation_error:
+            attributes[semconv.eval_attribute(prefix, semconv.EVAL_FIELD_ESCALATION_ERROR)] = str(
+                escalation_error
+            )
         attributes[semconv.openinference_evaluation(index, "name")] = prefix
         attributes[semconv.openinference_evaluation(index, "score")] = result.score
         attributes[semconv.openinference_evaluation(index, "label")] = result.label
@@ -110,8 +96,10 @@ def outcome_events(outcomes: Iterable[Outcome], timestamp: int) -> list[Event]:
 def copy_with(
     span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] = ()
 ) -> ReadableSpan:
-    """The same span (ids, parent, times, status, events, links, resource, scope) with
-    attributes and events added."""
+    """The same span with attributes and events added.
+
+    Ids, parent, times, status, events, links, resource and scope are kept.
+    """
     merged = dict(span.attributes or {})
     merged.update(attributes)
     return ReadableSpan(
@@ -137,8 +125,10 @@ def carrier_span(
     start_time: int,
     end_time: int,
 ) -> ReadableSpan:
-    """An EVALUATOR span carrying results for an already exported span: its child in the
-    same trace, with exactly one link to it."""
+    """An EVALUATOR span carrying results for an already exported span.
+
+    Its child in the same trace, with exactly one link to it.
+    """
     target = evaluated.context
     assert target is not None, "an ended SDK span always has a context"
     context = SpanContext(

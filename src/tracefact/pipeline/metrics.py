@@ -2,88 +2,138 @@
 
 Every LLM span that enters is counted once in `tracefact.eval.spans` under its final
 status, so `sum(by status) == LLM spans seen` is checkable from any metrics backend.
+
+The instruments exist once per meter provider, for the life of the process: the SDK
+keeps only the first callbacks registered under a name, so a pipeline built by a
+second `configure()` feeds the same counts, and counters stay cumulative.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.pipeline.enrich import Outcome
+from tracefact.pipeline.outcome import Outcome
 
 
-class PipelineMetrics:
-    def __init__(
-        self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
-    ) -> None:
-        meter = (meter_provider or metrics.get_meter_provider()).get_meter("tracefact", __version__)
-        # Span statuses are counted on application threads: a locked dict increment,
-        # read by observable counters, costs far less there than a synchronous Counter.add.
+class ProcessMetrics:
+    """tracefact's instruments on one meter provider, and the counts behind them."""
+
+    def __init__(self, meter_provider: MeterProvider) -> None:
+        meter = meter_provider.get_meter("tracefact", __version__)
+        # Spans are counted on application threads: a locked dict increment, read by
+        # observable counters, costs far less there than a synchronous Counter.add.
+        self._lock = threading.Lock()
         self._span_counts: Counter[str] = Counter()
-        self._counts_lock = threading.Lock()
-        self._evaluations = meter.create_counter(
+        self._export_drops: Counter[str] = Counter()
+        self.pipelines: weakref.WeakSet[PipelineMetrics] = weakref.WeakSet()
+        self.evaluations = meter.create_counter(
             "tracefact.evaluations",
             unit="{evaluation}",
             description="evaluations by evaluator, label and status",
         )
-        self._score = meter.create_histogram(
+        self.score = meter.create_histogram(
             "tracefact.eval.score", description="hallucination score (1 = hallucinated)"
         )
-        self._duration = meter.create_histogram(
+        self.duration = meter.create_histogram(
             "tracefact.eval.duration", unit="ms", description="evaluation latency"
         )
-        self._cost = meter.create_counter(
+        self.cost = meter.create_counter(
             "tracefact.eval.cost", unit="USD", description="evaluation spend"
         )
-
-        def observe_spans(options: CallbackOptions) -> Iterable[Observation]:
-            with self._counts_lock:
-                counts = dict(self._span_counts)
-            return [Observation(n, {"status": status}) for status, n in counts.items()]
-
-        def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
-            with self._counts_lock:
-                return [Observation(self._span_counts["dropped"])]
-
         meter.create_observable_counter(
-            "tracefact.eval.spans",
-            callbacks=[observe_spans],
+            semconv.METRIC_EVAL_SPANS,
+            callbacks=[self._observe_spans],
             unit="{span}",
             description="LLM spans by evaluation status",
         )
         meter.create_observable_counter(
-            "tracefact.eval.dropped",
-            callbacks=[observe_dropped],
+            semconv.METRIC_EVAL_DROPPED,
+            callbacks=[self._observe_dropped],
             unit="{span}",
             description="spans not evaluated: queue full",
         )
-
-        def observe_depth(options: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(queue_depth())]
-
         meter.create_observable_gauge(
-            "tracefact.eval.queue.depth",
-            callbacks=[observe_depth],
+            semconv.METRIC_EVAL_QUEUE_DEPTH,
+            callbacks=[self._observe_depth],
             unit="{span}",
             description="sampled spans held for evaluation",
         )
+        meter.create_observable_counter(
+            semconv.METRIC_EXPORT_DROPPED,
+            callbacks=[self._observe_export_drops],
+            unit="{span}",
+            description="spans that never reached an exporter, by reason",
+        )
 
     def span_finished(self, status: str) -> None:
-        with self._counts_lock:
+        with self._lock:
             self._span_counts[status] += 1
 
+    def export_dropped(self, reason: str, count: int) -> None:
+        with self._lock:
+            self._export_drops[reason] += count
+
+    def _observe_spans(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = dict(self._span_counts)
+        return [Observation(n, {"status": status}) for status, n in counts.items()]
+
+    def _observe_dropped(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            return [Observation(self._span_counts[semconv.STATUS_DROPPED])]
+
+    def _observe_depth(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(sum(p.queue_depth() for p in list(self.pipelines)))]
+
+    def _observe_export_drops(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = dict(self._export_drops)
+        return [Observation(n, {"reason": reason}) for reason, n in counts.items()]
+
+
+_lock = threading.Lock()
+_by_provider: weakref.WeakKeyDictionary[MeterProvider, ProcessMetrics] = weakref.WeakKeyDictionary()
+
+
+def process_metrics(meter_provider: MeterProvider | None = None) -> ProcessMetrics:
+    """The instruments of `meter_provider` (default the global one), created on first use."""
+    provider = meter_provider or metrics.get_meter_provider()
+    with _lock:
+        found = _by_provider.get(provider)
+        if found is None:
+            found = _by_provider[provider] = ProcessMetrics(provider)
+        return found
+
+
+class PipelineMetrics:
+    """One pipeline's view of its provider's instruments."""
+
+    def __init__(
+        self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
+    ) -> None:
+        self.queue_depth = queue_depth
+        self._process = process_metrics(meter_provider)
+        self._process.pipelines.add(self)
+
+    def span_finished(self, status: str) -> None:
+        """Count a span leaving the pipeline under its final status (upstream ones too)."""
+        self._process.span_finished(status)
+
     def evaluated(self, outcome: Outcome) -> None:
-        result = outcome.result
+        process, result = self._process, outcome.result
         attributes = {"evaluator": outcome.evaluator, "status": outcome.status}
         if result is not None:
             attributes["label"] = result.label
-            self._score.record(result.score, {"evaluator": outcome.evaluator})
+            process.score.record(result.score, {"evaluator": outcome.evaluator})
         if outcome.cost_usd:
-            self._cost.add(outcome.cost_usd, {"evaluator": outcome.evaluator})
-        self._evaluations.add(1, attributes)
-        self._duration.record(outcome.latency_ms, {"evaluator": outcome.evaluator})
+            process.cost.add(outcome.cost_usd, {"evaluator": outcome.evaluator})
+        process.evaluations.add(1, attributes)
+        process.duration.record(outcome.latency_ms, {"evaluator": outcome.evaluator})

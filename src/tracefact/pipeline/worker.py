@@ -1,67 +1,87 @@
-"""The worker thread: one asyncio loop that runs evaluations off the application's threads.
+"""The evaluation loop: one asyncio loop on a daemon thread, off the application's threads.
 
 Jobs are handed over through a deque; the loop is woken at most once per batch of
 submissions, so `submit` costs the application a deque append and, now and then,
-one self-pipe write.
+one self-pipe write. The loop answers heartbeats so that the watchdog can tell a
+loop an evaluator has blocked, and replace it (see `watchdog.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from opentelemetry import context as otel_context
+from tracefact._imports import stop_litellm_worker
+from tracefact._otel import suppressed_context
+from tracefact.pipeline.threads import DaemonThreads
 
 logger = logging.getLogger("tracefact")
 
 Job = TypeVar("Job")
 
 
-def _suppressed_context() -> contextvars.Context:
-    """A context with no active span and instrumentation suppressed: evaluation never
-    traces itself (a judge's litellm call does not become an LLM span)."""
-    context = contextvars.Context()
-    suppressed = otel_context.set_value(
-        otel_context._SUPPRESS_INSTRUMENTATION_KEY, True, otel_context.Context()
-    )
-    context.run(otel_context.attach, suppressed)
-    return context
-
-
 class Worker(Generic[Job]):
-    """Runs `handle(job)` for each submitted job on a private event loop thread."""
+    """Runs `handle(job)` for each submitted job on a private event loop thread.
 
-    def __init__(self, handle: Callable[[Job], Awaitable[None]], name: str) -> None:
+    At most `concurrency` jobs run at once.
+    """
+
+    def __init__(
+        self, handle: Callable[[Job], Awaitable[None]], name: str, concurrency: int
+    ) -> None:
         self._handle = handle
         self._name = name
+        self._concurrency = concurrency
+        self._semaphore: asyncio.Semaphore | None = None
         self._incoming: deque[Job] = deque()
         self._wake_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._context = _suppressed_context()
+        # Evaluation never traces itself: a judge's litellm call does not become an LLM span.
+        self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
+        self._stopping = False
+        self.beat_at = time.monotonic()
+        """When the loop last ran a heartbeat (or started)."""
 
     @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop
+    def started(self) -> bool:
+        """The loop thread runs (it starts with the first job)."""
+        return self._loop is not None
 
     def submit(self, job: Job) -> None:
+        """Queue `job` for the loop; starts the loop thread on first use."""
         self._incoming.append(job)
         loop = self._loop or self._start()
         if not self._wake_scheduled:
             self._wake_scheduled = True  # a racing second wake-up only finds an empty deque
-            loop.call_soon_threadsafe(self._drain, context=self._context)
+            # A loop stopped meanwhile raises; the owner accounts for the job.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._drain, context=self._context)
+
+    def ping(self) -> None:
+        """Ask the loop to record a heartbeat; a loop that does not is stuck."""
+        loop = self._loop
+        if loop is not None and not self._stopping:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                loop.call_soon_threadsafe(self._beat)
+
+    def _beat(self) -> None:
+        self.beat_at = time.monotonic()
 
     def _start(self) -> asyncio.AbstractEventLoop:
         with self._start_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
+                loop.set_default_executor(DaemonThreads(f"{self._name}-thread"))
+                self.beat_at = time.monotonic()
                 self._thread = threading.Thread(
                     target=self._run, args=(loop,), name=self._name, daemon=True
                 )
@@ -72,7 +92,11 @@ class Worker(Generic[Job]):
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
         asyncio.set_event_loop(loop)
         try:
-            loop.run_forever()
+            while not self._stopping:
+                try:
+                    loop.run_forever()
+                except BaseException:  # e.g. SystemExit out of a callback: keep serving
+                    logger.exception("tracefact: evaluation loop interrupted; resuming")
         finally:
             loop.close()
 
@@ -85,28 +109,38 @@ class Worker(Generic[Job]):
             task.add_done_callback(self._tasks.discard)
 
     async def _guarded(self, job: Job) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self._concurrency)
         try:
-            await self._handle(job)
+            async with self._semaphore:
+                await self._handle(job)
         except asyncio.CancelledError:
             raise
-        except Exception:  # a bug in handling must not kill the loop
+        except BaseException:  # a bug in handling must not kill the loop
             logger.exception("tracefact: evaluation job failed")
 
     def stop(self, timeout: float) -> None:
-        """Cancel what is still running and end the thread (jobs not started are left in
-        the deque; the owner accounts for every job it handed over)."""
+        """Cancel what is still running and end the thread, waiting up to `timeout`.
+
+        Jobs not started are left in the deque: the owner accounts for every job it
+        handed over. With `timeout` 0, a stuck loop stops whenever it is freed.
+        """
         loop, thread = self._loop, self._thread
+        self._stopping = True
         if loop is None or thread is None:
             return
 
         async def cancel_all() -> None:
             for task in list(self._tasks):
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._tasks:  # bounded: a task may swallow its cancellation
+                await asyncio.wait(list(self._tasks), timeout=1.0)
+            await stop_litellm_worker()  # its task would outlive the loop, noisily
             loop.stop()
 
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(cancel_all()))
         except RuntimeError:  # loop already closed
             return
-        thread.join(timeout)
+        if timeout > 0:
+            thread.join(timeout)

@@ -7,8 +7,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 
 class WrapperSpanProcessor(SpanProcessor):
-    """Holds the downstream processor and forwards every call; features subclass it and
-    override only what they change."""
+    """Holds the downstream processor and forwards every call.
+
+    Features subclass it and override only what they change.
+    """
 
     def __init__(self, downstream: SpanProcessor) -> None:
         self.downstream = downstream

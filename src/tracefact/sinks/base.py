@@ -37,8 +37,10 @@ class EvaluatedSpan:
 
 @runtime_checkable
 class ResultSink(Protocol):
-    """Receives results from the pipeline's worker thread; follows a span processor's
-    lifecycle (`force_flush`, `shutdown`)."""
+    """Receives results from the pipeline's worker thread.
+
+    Follows a span processor's lifecycle (`force_flush`, `shutdown`).
+    """
 
     name: str
 

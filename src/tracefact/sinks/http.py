@@ -11,11 +11,8 @@ delivered, failed or dropped. Subclasses only say how a batch becomes requests.
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
 import time
-import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,7 +21,8 @@ from dataclasses import dataclass
 import httpx
 from opentelemetry.metrics import MeterProvider
 
-from tracefact._http import retry_after_seconds
+from tracefact._otel import reset_after_fork, run_suppressed
+from tracefact._retry import Backoff, is_transient_status, retry_after_seconds
 from tracefact.sinks.base import EvaluatedSpan
 from tracefact.sinks.metrics import SinkMetrics, SinkOutcome
 
@@ -32,8 +30,6 @@ logger = logging.getLogger("tracefact")
 
 Delivery = tuple[Sequence[EvaluatedSpan], httpx.Request]
 """One request and the results it carries; retried as a whole."""
-
-TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 @dataclass
@@ -45,13 +41,14 @@ class _Unit:
 
 
 class HTTPSink(ABC):
-    """Batches, sends and retries results on its own thread; never blocks or raises into
-    the pipeline.
+    """Batches, sends and retries results on its own thread.
+
+    Never blocks or raises into the pipeline.
 
     max_retries / backoff_seconds / max_backoff_seconds: a request that fails
-        transiently (connection errors, timeouts, 408, 429, 5xx, and 404 where
-        `retry_not_found`) is tried again after an exponentially growing, jittered
-        delay, or the server's Retry-After.
+        transiently (connection errors, timeouts, 408, 425, 429, 5xx, and 404 where
+        `retry_not_found`) is tried again after an exponentially growing, fully
+        jittered delay, or the server's Retry-After (`tracefact._retry`).
     queue_size: results waiting at once; past it new results are dropped and counted.
     drain_seconds: how long `shutdown` keeps delivering.
     """
@@ -84,13 +81,11 @@ class HTTPSink(ABC):
         self.schedule_delay_seconds = schedule_delay_seconds
         self.queue_size = queue_size
         self.max_retries = max_retries
-        self.backoff_seconds = backoff_seconds
-        self.max_backoff_seconds = max_backoff_seconds
+        self.backoff = Backoff(backoff_seconds, max_backoff_seconds)
         self.drain_seconds = drain_seconds
         self._metrics = SinkMetrics(self.name, meter_provider)
         self._reset()
-        self_ref = weakref.WeakMethod(self._reset)
-        os.register_at_fork(after_in_child=lambda: (method := self_ref()) and method())
+        reset_after_fork(self._reset)
 
     @abstractmethod
     def deliveries(
@@ -125,8 +120,11 @@ class HTTPSink(ABC):
                 self._queue.append(evaluated)
                 self._pending += 1
                 if self._thread is None:
+                    # Suppressed: the sink's own requests are never traced (httpx instrumented).
                     self._thread = threading.Thread(
-                        target=self._run, name=f"tracefact-sink-{self.name}", daemon=True
+                        target=run_suppressed(self._run),
+                        name=f"tracefact-sink-{self.name}",
+                        daemon=True,
                     )
                     self._thread.start()
                 if len(self._queue) >= self.max_batch_size:
@@ -228,7 +226,7 @@ class HTTPSink(ABC):
             return
         if response.is_success:
             self._settle("delivered", len(unit.results))
-        elif response.status_code in TRANSIENT_STATUSES or (
+        elif is_transient_status(response.status_code) or (
             response.status_code == 404 and self.retry_not_found
         ):
             self._retry_or_fail(unit, _describe(response), retry_after_seconds(response.headers))
@@ -239,10 +237,9 @@ class HTTPSink(ABC):
         if unit.attempt >= self.max_retries:
             self._fail(unit, f"{reason} (after {unit.attempt} retries)")
             return
-        cap = min(self.max_backoff_seconds, self.backoff_seconds * 2**unit.attempt)
-        delay = retry_after if retry_after is not None else random.uniform(cap / 2, cap)
+        delay = self.backoff.delay(unit.attempt, retry_after)
         unit.attempt += 1
-        unit.due = time.monotonic() + min(delay, self.max_backoff_seconds)
+        unit.due = time.monotonic() + delay
         with self._cond:
             self._retries.append(unit)
 

@@ -21,8 +21,9 @@ SOURCE_TYPES = {"LLM": "LLM_JUDGE", "CODE": "CODE"}
 
 
 class MLflowAssessments(HTTPSink):
-    """Logs each result as a feedback assessment on the evaluated span's trace: the label
-    as its value, the explanation as its rationale, the evaluator as its source, and the
+    """Logs each result as a feedback assessment on the evaluated span's trace.
+
+    The label as its value, the explanation as its rationale, the evaluator as its source, and the
     score, evaluator and unsupported claims as metadata (MLflow keeps one value).
 
     tracking_uri: the MLflow server's base URL. Other options are `HTTPSink`'s.

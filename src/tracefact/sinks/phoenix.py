@@ -18,8 +18,10 @@ from tracefact.sinks.http import Delivery, HTTPSink
 
 
 class PhoenixAnnotations(HTTPSink):
-    """Posts each result as a span annotation: name, annotator kind (LLM or CODE), label,
-    score, explanation, and the evaluator and unsupported claims as metadata.
+    """Posts each result as a span annotation.
+
+    Name, annotator kind (LLM or CODE), label, score, explanation, and the evaluator and unsupported
+    claims as metadata.
 
     endpoint: Phoenix's base URL. api_key: sent as a bearer token when Phoenix has
     authentication on. identifier: makes a re-sent annotation replace the first one

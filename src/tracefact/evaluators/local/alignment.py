@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from tracefact.evaluators.lexical import content_words, plain_sentences
+from tracefact.evaluators._text import content_words, split_sentences
 
 FEATURES = (
     "model_logit",
@@ -39,8 +39,10 @@ def _key(token: str) -> str:
 
 
 def key_tokens(text: str) -> list[str]:
-    """Names and numbers, lower-cased: capitalised words (bar sentence-initial stopwords)
-    and digits."""
+    """Names and numbers, lower-cased.
+
+    Capitalised words (bar sentence-initial stopwords) and digits.
+    """
     keys = []
     for match in _KEY.finditer(text):
         before = text[: match.start()].rstrip()
@@ -64,7 +66,7 @@ class _Evidence:
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> _Evidence:
-        sentences = [s for context in contexts for s in plain_sentences(context)]
+        sentences = [s for context in contexts for s in split_sentences(context)]
         words = [set(content_words(s)) for s in sentences]
         keys = [
             {_key(k) for k in _KEY.findall(s)} | w for s, w in zip(sentences, words, strict=True)
@@ -173,16 +175,18 @@ def _copied_share(tokens: list[str], first: list[str], second: list[str]) -> flo
 
 
 def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[float]:
-    """Per answer sentence, the share of its words copied in order from one context sentence
-    (or two adjacent ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the
-    copied runs carries meaning (a swapped name or number, an added clause or negation),
-    or when the copy is a fragment (a name) rather than a claim of the context.
+    """Per answer sentence, the share of its words copied from the contexts.
+
+    Words count as copied in runs, in order, from one context sentence (or two adjacent
+    ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the copied runs
+    carries meaning (a swapped name or number, an added clause or negation), or when the
+    copy is a fragment (a name) rather than a claim of the context.
 
     Case, punctuation, dropped words and a dropped trailing clause keep a copy whole; an
     added article or auxiliary costs only its own share. `LocalFactuality` caps the score
     of a sentence copied this way: nothing is better supported than the context's words.
     """
-    context = [_tokens(s) for text in contexts for s in plain_sentences(text)]
+    context = [_tokens(s) for text in contexts for s in split_sentences(text)]
     pairs = list(zip(context, [*context[1:], []], strict=True))
     vocabularies = [set(first) | set(second) for first, second in pairs]
     shares = []

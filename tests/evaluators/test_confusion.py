@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracefact.evaluators.metrics import Confusion, by_group
+from tracefact.evaluators.confusion import Confusion, by_group
 
 
 def test_counts_from_pairs() -> None:

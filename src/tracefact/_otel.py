@@ -1,0 +1,68 @@
+"""OpenTelemetry plumbing that several parts of tracefact need, written once.
+
+- Suppression: evaluation, result sinks and exports must never trace themselves (a
+  judge's litellm call or a sink's httpx request would otherwise become spans, and an
+  LLM span would be evaluated in turn). OpenTelemetry's instrumentations check one
+  context key; it is private, so it is named here only.
+- Fork safety: an object that owns threads or locks must start afresh in a forked
+  child, as OpenTelemetry's BatchSpanProcessor does, without keeping itself alive.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from opentelemetry import context as otel_context
+
+_SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
+
+
+def is_suppressed() -> bool:
+    """True while OpenTelemetry instrumentation is suppressed in the current context."""
+    return bool(otel_context.get_value(_SUPPRESS_KEY))
+
+
+@contextmanager
+def suppress_instrumentation() -> Iterator[None]:
+    """Run the block with instrumentation suppressed (nothing in it becomes a span)."""
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def suppressed_context() -> contextvars.Context:
+    """A fresh context with no active span and instrumentation suppressed.
+
+    For a thread or an event loop of tracefact's own.
+    """
+    context = contextvars.Context()
+    suppressed = otel_context.set_value(_SUPPRESS_KEY, True, otel_context.Context())
+    context.run(otel_context.attach, suppressed)
+    return context
+
+
+def run_suppressed(target: Callable[[], None]) -> Callable[[], None]:
+    """`target` wrapped to run in `suppressed_context()`: a thread's body, for example."""
+
+    def run() -> None:
+        suppressed_context().run(target)
+
+    return run
+
+
+def reset_after_fork(reset: Callable[[], object]) -> None:
+    """Call the bound method `reset` in a forked child, holding its object only weakly."""
+    method = weakref.WeakMethod(reset)
+
+    def after_in_child() -> None:
+        bound = method()
+        if bound is not None:
+            bound()
+
+    os.register_at_fork(after_in_child=after_in_child)

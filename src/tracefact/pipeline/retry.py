@@ -1,0 +1,103 @@
+"""Running one evaluator on one case: deadline, retries with backoff, and no exceptions out.
+
+Whatever an evaluator does (raise anything, BaseExceptions included, hang, return
+garbage), the caller gets an `Outcome` with a status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from tracefact import semconv
+from tracefact._retry import Backoff, is_transient
+from tracefact.evaluators.base import (
+    EvalCase,
+    EvalResult,
+    EvaluationError,
+    EvaluationTimeout,
+    Evaluator,
+    RateLimitError,
+)
+from tracefact.pipeline.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, within one overall deadline per evaluation."""
+
+    timeout_seconds: float = 30.0
+    max_retries: int = 2
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        """The wait before the next attempt: the provider's Retry-After, else backoff."""
+        retry_after = error.retry_after if isinstance(error, RateLimitError) else None
+        return self.backoff.delay(attempt, retry_after)
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (Python 3.10 cannot tell: assume so)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
+
+
+async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolicy) -> Outcome:
+    """Run one evaluator on one case within the policy's deadline.
+
+    Never raises, except when the caller itself is cancelled.
+    """
+    name = evaluator.name
+    started = time.perf_counter()
+
+    def outcome(
+        status: semconv.EvalStatus,
+        result: EvalResult | None = None,
+        error: str | None = None,
+        spent_usd: float | None = None,
+    ) -> Outcome:
+        latency_ms = (time.perf_counter() - started) * 1000
+        return Outcome(name, status, result, error, latency_ms, spent_usd)
+
+    fallback: EvalResult | None = None  # what an error offered to keep if retries run out
+
+    async def attempts() -> EvalResult:
+        nonlocal fallback
+        attempt = 0
+        while True:
+            try:
+                result = await evaluator.evaluate(case)
+            except asyncio.CancelledError as exc:
+                if _being_cancelled():  # our deadline or shutdown: let it through
+                    raise
+                raise EvaluationError("evaluator raised CancelledError uncancelled") from exc
+            except GeneratorExit:  # the coroutine is being closed: never swallow that
+                raise
+            except Exception as exc:
+                if isinstance(exc, EvaluationError) and exc.fallback is not None:
+                    fallback = exc.fallback
+                if attempt >= policy.max_retries or not is_transient(exc):
+                    raise
+                await asyncio.sleep(policy.delay(attempt, exc))
+                attempt += 1
+                continue
+            except BaseException as exc:  # SystemExit & co. are the evaluator's failure only
+                raise EvaluationError(f"evaluator raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(result, EvalResult):
+                raise EvaluationError(f"evaluator returned {type(result).__name__}, not EvalResult")
+            return result
+
+    try:
+        result = await asyncio.wait_for(attempts(), policy.timeout_seconds)
+    except Exception as exc:
+        if fallback is not None:  # retries ran out: keep the result the error carried
+            return outcome(semconv.STATUS_OK, result=fallback)
+        if isinstance(exc, (asyncio.TimeoutError, EvaluationTimeout)):
+            return outcome(
+                semconv.STATUS_TIMEOUT, error=f"no result within {policy.timeout_seconds}s"
+            )
+        error = f"{type(exc).__name__}: {exc}"
+        return outcome(semconv.STATUS_ERROR, error=error, spent_usd=getattr(exc, "cost_usd", None))
+    return outcome(semconv.STATUS_OK, result=result)

@@ -1,0 +1,41 @@
+"""What a new user installs: a license that matches the metadata, extras the README names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tracefact._imports import MissingExtraError, install_hint
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_license_file_is_mit_as_the_metadata_says() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License")
+    assert "Copyright (c) 2026 tracefact contributors" in text
+
+
+def test_readme_install_section_names_every_extra_and_the_clone_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra in extras:
+        assert re.search(rf"^\| `{extra}` \|", install, re.MULTILINE), extra
+    assert "pip install -e '.[litellm]'" in install
+    assert install_hint("litellm") in " ".join(install.split())  # the errors say the same
+
+
+def test_missing_extra_error_is_permanent_and_an_import_error() -> None:
+    error = MissingExtraError("litellm", "litellm")
+    assert isinstance(error, ImportError) and not error.transient
+    assert "pip install 'tracefact[litellm]'" in str(error)
+    assert "pip install -e '.[litellm]'" in str(error)

@@ -1,0 +1,107 @@
+"""Errors that say what to do: missing keys, refused keys and missing extras, quietly."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import tracefact
+from tests.conftest import Spans
+from tests.fakes.openai_server import MODEL, Canned, FakeOpenAI
+from tracefact._retry import Backoff
+from tracefact.cli import main
+from tracefact.evaluators import CredentialsError, EvalCase
+from tracefact.evaluators.judges import LLMJudge
+from tracefact.pipeline.retry import RetryPolicy, run_evaluator
+
+litellm = pytest.importorskip("litellm")
+
+CASE = EvalCase(input="q", contexts=["The tower opened in 1889."], output="It opened in 1889.")
+INSTALL = "pip install 'tracefact[litellm]' (from a clone: pip install -e '.[litellm]')"
+RETRIES = RetryPolicy(timeout_seconds=10, max_retries=2, backoff=Backoff(0.01))
+
+
+def cases_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "a", **CASE.model_dump()}) + "\n")
+    return path
+
+
+async def test_a_missing_key_is_permanent_and_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = f"openai/unseen-{uuid.uuid4().hex[:8]}"  # logged once per process: a fresh one
+    judge = LLMJudge(model, api_base=openai_server.api_base)
+    with pytest.raises(CredentialsError, match="set OPENAI_API_KEY") as raised:
+        await judge.evaluate(CASE)
+    assert not raised.value.transient
+    for _ in range(3):
+        outcome = await run_evaluator(judge, CASE, RETRIES)
+        assert outcome.status == "error" and "OPENAI_API_KEY" in (outcome.error or "")
+    assert not openai_server.requests  # never sent, never retried
+    logged = [r.getMessage() for r in caplog.records if "OPENAI_API_KEY" in r.getMessage()]
+    assert len(logged) == 1  # the log says it once; each span carries it
+
+
+async def test_refused_credentials_are_not_retried_and_no_banner_is_printed(
+    openai_server: FakeOpenAI, capfd: pytest.CaptureFixture[str]
+) -> None:
+    openai_server.reply(Canned(status=401, content="Incorrect API key provided"))
+    judge = LLMJudge(MODEL, **openai_server.options())
+    before = litellm.suppress_debug_info
+    outcome = await run_evaluator(judge, CASE, RETRIES)
+    assert outcome.status == "error"
+    assert "CredentialsError" in (outcome.error or "") and "check OPENAI_API_KEY" in outcome.error
+    assert len(openai_server.requests) == 1
+    printed = capfd.readouterr()
+    assert "Give Feedback" not in printed.out + printed.err
+    assert "LiteLLM.Info" not in printed.out + printed.err
+    assert litellm.suppress_debug_info == before  # the user's setting is left as it was
+
+
+def test_cli_reports_a_missing_key_once_before_evaluating(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = tmp_path / "r.jsonl"
+    argv = ["eval", str(cases_file(tmp_path)), "--out", str(out)]
+    assert main([*argv, "--evaluator", "judge:openai/gpt-4o-mini"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("OPENAI_API_KEY") == 1 and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_cli_names_the_extra_when_litellm_is_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)  # what an install without the extra sees
+    argv = ["eval", str(cases_file(tmp_path)), "--out", str(tmp_path / "r.jsonl")]
+    assert main([*argv, "--evaluator", "judge:openai/gpt-4o-mini"]) == 2
+    assert INSTALL in capsys.readouterr().err
+
+
+def test_a_span_judged_without_litellm_names_the_extra(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    spans.reconfigure(evaluators=[LLMJudge("openai/gpt-4o-mini")], max_retries=2)
+
+    @tracefact.llm
+    def answer(question: str, contexts: list[str]) -> str:
+        return "It opened in 1889."
+
+    answer("q", ["The tower opened in 1889."])
+    (span,) = spans.all()
+    assert span.attributes["tracefact.eval.status"] == "error"
+    assert INSTALL in str(span.attributes["tracefact.eval.error"])
+
+
+def test_instrument_litellm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[litellm\]'"):
+        tracefact.instrument_litellm()

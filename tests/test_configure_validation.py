@@ -1,0 +1,132 @@
+"""configure() refuses wrong arguments at the call, by name; a failing sampler costs no span."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import metrics
+from opentelemetry.metrics import _internal as metrics_internal
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.util._once import Once
+
+import tracefact
+from tests.conftest import Spans, reset_global_tracer_provider
+from tests.fakes.otlp import otlp_receiver
+from tracefact import semconv
+from tracefact.evaluators.lexical import LexicalOverlap
+from tracefact.sampling import Decision, Rule, Sampler, SpanInfo
+from tracefact.scrubbing import ScrubbingOptions
+
+
+@pytest.fixture(autouse=True)
+def fresh_globals() -> Iterator[None]:
+    reset_global_tracer_provider()
+    yield
+    tracefact.shutdown()
+    reset_global_tracer_provider()
+    global_meter_provider(None)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "error"),
+    [
+        ("sampler", "always", TypeError),
+        ("evaluators", ["local"], TypeError),
+        ("evaluators", "local", TypeError),
+        ("evaluators", [object()], TypeError),
+        ("exporter", 42, TypeError),
+        ("exporter", "otpl", ValueError),
+        ("exporter", ["console", 3.5], TypeError),
+        ("queue_size", -1, ValueError),
+        ("queue_size", 0, ValueError),
+        ("queue_size", "10", TypeError),
+        ("concurrency", True, TypeError),
+        ("max_attribute_length", 4, ValueError),
+        ("max_retries", -1, ValueError),
+        ("timeout_seconds", 0, ValueError),
+        ("timeout_seconds", float("nan"), ValueError),
+        ("max_hold_seconds", "60", TypeError),
+        ("redact", "[redacted]", TypeError),
+        ("capture_content", "no", TypeError),
+        ("attach", "child", ValueError),
+        ("headers", {"x-team": 1}, TypeError),
+        ("service_name", 7, TypeError),
+        ("sinks", [object()], TypeError),
+        ("scrubbing", "on", TypeError),
+        ("scrubbing", ScrubbingOptions(extra_patterns=["(unclosed"]), ValueError),
+        ("tracer_provider", object(), TypeError),
+    ],
+)
+def test_wrong_arguments_fail_at_the_call_naming_the_argument(
+    argument: str, value: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=argument):
+        tracefact.configure(**{"exporter": "none", argument: value})
+
+
+def global_meter_provider(provider: MeterProvider | None) -> None:
+    """OpenTelemetry sets the global meter provider once; the sampler's counter uses it."""
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+    if provider is not None:
+        metrics.set_meter_provider(provider)
+
+
+class Exploding(Sampler):
+    def decide(self, span: SpanInfo) -> Decision:
+        raise KeyError("missing attribute")
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [Exploding(), Rule(lambda span: span.attributes["tenant"] == "vip", then=Exploding())],
+)
+def test_a_sampler_that_raises_counts_as_not_sampled(spans: Spans, sampler: Sampler) -> None:
+    reader = InMemoryMetricReader()
+    global_meter_provider(MeterProvider(metric_readers=[reader]))
+    spans.reconfigure(evaluators=[LexicalOverlap()], sampler=sampler)
+
+    with tracefact.span("answer", kind="llm") as s:
+        s.record(input="q", contexts=["ctx"], output="answer")
+
+    @tracefact.llm(name="decorated")
+    def decorated(question: str, contexts: list[str]) -> str:
+        return "answer"
+
+    assert decorated("q", ["ctx"]) == "answer"
+    assert spans.one("answer").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SAMPLED_OUT
+    assert spans.one("decorated").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SAMPLED_OUT
+    data = reader.get_metrics_data()
+    counts = [
+        point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.SAMPLER_ERRORS_METRIC
+        for point in metric.data.data_points
+    ]
+    assert sum(counts) == 2
+
+
+def test_lone_surrogates_reach_a_real_otlp_receiver() -> None:
+    with otlp_receiver() as receiver:
+        tracefact.configure(
+            exporter="otlp", endpoint=receiver.endpoint, evaluators=[LexicalOverlap()]
+        )
+
+        @tracefact.llm(name="answer")
+        def answer(question: str, contexts: list[str]) -> str:
+            return "Paris \ud800 is the capital."
+
+        answer("capital \udfff?", ["Paris is the capital of France."])
+        assert tracefact.force_flush(10_000)
+        receiver.wait_for(1)
+        ((_, span),) = receiver.spans()
+    attributes = {a.key: a.value for a in span.attributes}
+    assert attributes[semconv.OUTPUT_VALUE].string_value == "Paris ? is the capital."
+    assert attributes[semconv.INPUT_VALUE].string_value == "capital ??"
+    explanation = semconv.eval_attribute("hallucination", "explanation")
+    assert attributes[explanation].string_value
