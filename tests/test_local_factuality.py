@@ -241,3 +241,6 @@ async def test_a_name_lifted_from_the_context_is_not_a_copied_claim(
     # A swapped answer is often a name lifted from elsewhere in the context: no claim.
     result = await detector.evaluate(case("Pierre Curie and Henri Becquerel"))
     assert result.raw["copied_shares"] == [0.0]
+    title = "Honorary Member of the Polish Academy of Sciences"
+    result = await detector.evaluate(case(title, contexts=[CONTEXT, f"{title}.\n"]))
+    assert result.raw["copied_shares"] == [0.0]

@@ -174,6 +174,16 @@ def _copied_share(tokens: list[str], first: list[str], second: list[str]) -> flo
     return sum(covered) / len(tokens) if sum(covered) >= _CLAIM * touched else 0.0
 
 
+def _says_something(sentence: str) -> bool:
+    """Whether a sentence has a word besides names, their particles and slack.
+
+    A title or a name ("Group Chief Economist of Edmond de Rothschild") has none.
+    """
+    return any(
+        word.islower() and len(word) > 3 and word not in _SLACK for word in _TOKEN.findall(sentence)
+    )
+
+
 def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[float]:
     """Per answer sentence, the share of its words copied from the contexts.
 
@@ -192,7 +202,7 @@ def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[flo
     shares = []
     for sentence in sentences:
         tokens = _tokens(sentence)
-        if len(tokens) < _SHORTEST:
+        if len(tokens) < _SHORTEST or not _says_something(sentence):
             shares.append(0.0)
             continue
         meaningful = set(tokens) - _SLACK
