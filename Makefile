@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e chaos
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,30 @@ lint: setup-dev
 
 test: lint
 	$(BIN)/pytest -q
+
+# Real third-party instrumentors (OpenInference, OpenTelemetry GenAI, OpenLLMetry, LangChain)
+# against the fake OpenAI server, in their own virtual environment: they patch the openai SDK.
+INSTRUMENTORS_VENV := .venv-instrumentors
+
+$(INSTRUMENTORS_VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(INSTRUMENTORS_VENV)
+	$(INSTRUMENTORS_VENV)/bin/pip install -q -e ".[dev,instrumentors]"
+	touch $@
+
+INSTRUMENTOR_NAMES := openinference openai_v2 openllmetry langchain
+
+# One process per instrumentor: two instrumentors of the openai SDK do not fully undo
+# each other. The examples run in their own subprocesses.
+test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
+	for name in $(INSTRUMENTOR_NAMES); do \
+		TRACEFACT_INSTRUMENTOR=$$name $(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider \
+			tests/instrumentors/test_labels.py || exit 1; \
+	done
+	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py
+
+# Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result).
+fixtures: $(INSTRUMENTORS_VENV)/.installed
+	$(INSTRUMENTORS_VENV)/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
 
 # The fault-injection suite at length (make test runs a quick round of it).
 chaos: setup-dev
@@ -64,4 +88,4 @@ e2e: setup
 	$(BIN)/python -m e2e.mlflow_check
 
 clean:
-	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -28,12 +28,14 @@ from opentelemetry.sdk.trace.export import (
 
 from tracefact._validate import validate_configure
 from tracefact.config import Settings
+from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
+from tracefact.pipeline.reading import SpanReader
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
@@ -90,6 +92,8 @@ def configure(
     max_retries: int | None = None,
     max_hold_seconds: float | None = None,
     sinks: Sequence[ResultSink] = (),
+    span_mapping: SpanMapping | None = None,
+    contexts_from_prompt: bool = False,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> TracerProvider:
@@ -110,8 +114,15 @@ def configure(
     ``[tracefact.sinks.PhoenixAnnotations("http://127.0.0.1:6006")]``.
     scrubbing: secrets are replaced in everything tracefact records (default on);
     ``ScrubbingOptions(extra_patterns=[...], allow_keys=[...])`` tunes it, ``False``
-    turns it off. The other options build the pipeline's `PipelineOptions`. A wrong
-    argument raises TypeError or ValueError naming it.
+    turns it off.
+    span_mapping: where to find question, answer and contexts on LLM spans no
+    convention covers: a function of the span's attributes returning a dict with any of
+    "question", "answer", "contexts", or a dict of paths such as
+    ``{"contexts": "app.request#documents.*.text"}`` (see `tracefact.conventions.mapping`).
+    contexts_from_prompt: when nothing else grounds an LLM span, judge it against its
+    prompt's system and other non-question messages (off: instructions are not evidence).
+    The other options build the pipeline's `PipelineOptions`. A wrong argument raises
+    TypeError or ValueError naming it.
     """
     global _installation, _atexit_registered
     validate_configure(
@@ -163,6 +174,10 @@ def configure(
         del explicit["exporter"]
     settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
     set_scrubbing(scrubbing)
+    read_options = ReadOptions(
+        mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
+        contexts_from_prompt=contexts_from_prompt,
+    )
     set_capture_options(
         CaptureOptions(
             capture_content=settings.capture_content,
@@ -182,6 +197,7 @@ def configure(
             sampler=sampler or _default_sampler(settings),
             sinks=sinks,
             meter_provider=meter_provider,
+            reader=SpanReader(read_options),
         )
     with _lock:
         provider = tracer_provider or _global_sdk_provider() or _new_provider(settings)

@@ -22,6 +22,9 @@ INPUT_MIME_TYPE = SpanAttributes.INPUT_MIME_TYPE
 OUTPUT_VALUE = SpanAttributes.OUTPUT_VALUE
 OUTPUT_MIME_TYPE = SpanAttributes.OUTPUT_MIME_TYPE
 LLM_MODEL_NAME = SpanAttributes.LLM_MODEL_NAME
+LLM_INPUT_MESSAGES = SpanAttributes.LLM_INPUT_MESSAGES
+LLM_OUTPUT_MESSAGES = SpanAttributes.LLM_OUTPUT_MESSAGES
+LLM_PROMPT_TEMPLATE_VARIABLES = SpanAttributes.LLM_PROMPT_TEMPLATE_VARIABLES
 LLM_TOKEN_COUNT_PROMPT = SpanAttributes.LLM_TOKEN_COUNT_PROMPT
 LLM_TOKEN_COUNT_COMPLETION = SpanAttributes.LLM_TOKEN_COUNT_COMPLETION
 LLM_TOKEN_COUNT_TOTAL = SpanAttributes.LLM_TOKEN_COUNT_TOTAL
@@ -49,8 +52,24 @@ GEN_AI_OPERATION_NAME = gen_ai.GEN_AI_OPERATION_NAME
 GEN_AI_REQUEST_MODEL = gen_ai.GEN_AI_REQUEST_MODEL
 GEN_AI_USAGE_INPUT_TOKENS = gen_ai.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS = gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_INPUT_MESSAGES = gen_ai.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES = gen_ai.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_SYSTEM_INSTRUCTIONS = gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
+GEN_AI_PROMPT = gen_ai.GEN_AI_PROMPT
+"""Deprecated: the prompt on `gen_ai.content.prompt` events; OpenLLMetry's older
+releases index it as `gen_ai.prompt.N.role` / `.content`."""
+GEN_AI_COMPLETION = gen_ai.GEN_AI_COMPLETION
+"""Deprecated, as GEN_AI_PROMPT, for the answer (`gen_ai.completion.N.*`)."""
+GEN_AI_CONTENT_PROMPT_EVENT = "gen_ai.content.prompt"
+GEN_AI_CONTENT_COMPLETION_EVENT = "gen_ai.content.completion"
 GEN_AI_OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
 GEN_AI_OPERATION_RETRIEVAL = gen_ai.GenAiOperationNameValues.RETRIEVAL.value
+
+# --- OpenLLMetry (Traceloop) --------------------------------------------------
+OPENLLMETRY_REQUEST_TYPE = "llm.request.type"
+"""chat | completion | embedding: how older OpenLLMetry releases mark an LLM span."""
+TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
+TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
 
 # --- tracefact instrumentation -------------------------------------------------
 CONTEXTS = "tracefact.contexts"
@@ -59,6 +78,28 @@ INPUT_LENGTH = "tracefact.input.length"
 INPUT_SHA256 = "tracefact.input.sha256"
 OUTPUT_LENGTH = "tracefact.output.length"
 OUTPUT_SHA256 = "tracefact.output.sha256"
+CONTEXTS_SOURCE = "tracefact.contexts.source"
+"""Where the evaluated contexts came from: one of CONTEXT_SOURCES."""
+CONTEXT_SOURCE_EXPLICIT = "explicit"
+"""`tracefact.contexts` set by the application or tracefact's decorators."""
+CONTEXT_SOURCE_GROUNDING = "grounding"
+"""`tracefact.grounding(documents)` around the call."""
+CONTEXT_SOURCE_RETRIEVAL = "retrieval"
+"""Documents of retriever spans that ended earlier in the same trace."""
+CONTEXT_SOURCE_TEMPLATE = "prompt_template"
+"""A context-like variable (context, documents...) of `llm.prompt_template.variables`."""
+CONTEXT_SOURCE_MAPPING = "mapping"
+"""The user's mapping hook passed to `configure(span_mapping=...)`."""
+CONTEXT_SOURCE_PROMPT = "prompt"
+"""The prompt's system and other non-question messages (opt-in)."""
+CONTEXT_SOURCES = (
+    CONTEXT_SOURCE_EXPLICIT,
+    CONTEXT_SOURCE_GROUNDING,
+    CONTEXT_SOURCE_RETRIEVAL,
+    CONTEXT_SOURCE_TEMPLATE,
+    CONTEXT_SOURCE_MAPPING,
+    CONTEXT_SOURCE_PROMPT,
+)
 CONTEXTS_COUNT = "tracefact.contexts.count"
 CAPTURE_CONTENT = "tracefact.capture_content"
 """Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
@@ -83,6 +124,30 @@ EVAL_SAMPLE_RATE = "tracefact.eval.sample_rate"
 EVAL_COST_USD = "tracefact.eval.cost_usd"
 EVAL_ERROR = "tracefact.eval.error"
 """Why the status is not ok, in a few words (timeout, error, dropped...)."""
+
+EVAL_SKIP_REASON = "tracefact.eval.skip_reason"
+"""Why a span has status `skipped`: one of SKIP_REASONS."""
+EVAL_NESTED_IN = "tracefact.eval.nested_in"
+"""With skip reason `nested`: the span id (16 hex digits) of the live LLM span around
+this one, which is the one evaluated."""
+SKIP_NO_ANSWER = "no_answer"
+"""No answer text in any convention the span uses (failed call, output hidden)."""
+SKIP_NO_CONTEXTS = "no_contexts"
+"""An answer, but nothing to ground it in (see CONTEXT_SOURCES)."""
+SKIP_NOT_TEXT = "not_text"
+"""The answer is not text: tool calls only, an image, an unknown JSON body."""
+SKIP_CAPTURE_OFF = "capture_off"
+"""Content capture is off: the span has lengths, hashes or no message content at all."""
+SKIP_NESTED = "nested"
+"""An LLM span inside a live LLM span (two instrumentations of one call): the outer one
+is evaluated."""
+SKIP_REASONS = (SKIP_NO_ANSWER, SKIP_NO_CONTEXTS, SKIP_NOT_TEXT, SKIP_CAPTURE_OFF, SKIP_NESTED)
+
+METRIC_SKIPPED = "tracefact.eval.skipped"
+"""Counter of LLM spans with status `skipped`, by `reason` (one of SKIP_REASONS)."""
+METRIC_DOCUMENTS_EVICTED = "tracefact.contexts.evicted"
+"""Counter of retrieved documents the per-trace store evicted, by `reason`
+(bytes, traces, documents, age)."""
 
 EvalStatus = Literal["ok", "skipped", "sampled_out", "dropped", "timeout", "error", "shutdown"]
 """The values of `tracefact.eval.status`: why a span has, or has not, a result."""

@@ -35,7 +35,8 @@ class Scripted:
     """A reply served before any route runs.
 
     With no `status` the routes answer as usual, after `delay` and with `headers` added.
-    Routes may return one too, for replies with headers or a delay.
+    Routes may return one too, for replies with headers or a delay. A `bytes` body is
+    sent as it is, as server-sent events.
     """
 
     status: int | None = None
@@ -139,10 +140,12 @@ def json_api() -> Iterator[JSONAPI]:
             reply = api.answer(request)
             if reply.delay and api.closing.wait(reply.delay):
                 return
-            data = json.dumps(reply.body).encode()
+            raw = isinstance(reply.body, bytes)  # e.g. server-sent events, sent as they are
+            data = reply.body if raw else json.dumps(reply.body).encode()
+            content_type = "text/event-stream" if raw else "application/json"
             try:
                 self.send_response(reply.status or 200)
-                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                for name, value in {"Content-Type": content_type, **reply.headers}.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

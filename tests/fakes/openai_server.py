@@ -2,13 +2,14 @@
 
 Tests queue `Canned` replies (status, content, delay, headers); each POST to
 /v1/chat/completions takes the next one (the last repeats), or, when a `responder`
-is set, whatever it returns for the request (for concurrent callers). Request bodies
+is set, whatever it returns for the request (for concurrent callers). A request with
+``"stream": true`` gets the reply as server-sent chunks. Request bodies
 are kept for inspection. litellm talks to it as model ``openai/fake``.
 """
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,8 +61,13 @@ class FakeOpenAI:
             canned = self.responder(request.body)
         else:
             canned = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        model = request.body.get("model", "fake")
+        if canned.status == 200 and request.body.get("stream"):
+            usage = (request.body.get("stream_options") or {}).get("include_usage", False)
+            body = _stream(canned.content, model, usage)
+            return Scripted(200, body, canned.headers, canned.delay)
         if canned.status == 200:
-            payload = _completion(canned.content, request.body.get("model", "fake"))
+            payload = _completion(canned.content, model)
         else:
             payload = {"error": {"message": canned.content, "type": "fake", "code": None}}
         return Scripted(canned.status, payload, canned.headers, canned.delay)
@@ -75,7 +81,7 @@ def _completion(content: str, model: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
-        "created": int(time.time()),
+        "created": 1_700_000_000,
         "model": model,
         "choices": [
             {
@@ -86,6 +92,26 @@ def _completion(content: str, model: str) -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135},
     }
+
+
+def _stream(content: str, model: str, with_usage: bool) -> bytes:
+    """The completion as server-sent chunks of a few words each, as OpenAI streams it."""
+    words = content.split(" ")
+    pieces = [" ".join(words[i : i + 3]) + " " for i in range(0, len(words), 3)]
+    pieces[-1] = pieces[-1][:-1]
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model}
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"content": piece} for piece in pieces]
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for delta in deltas
+    ]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if with_usage:
+        usage = {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135}
+        chunks.append({**base, "choices": [], "usage": usage})
+    lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
 
 
 @contextmanager

@@ -1,15 +1,11 @@
-"""Retrieved documents: normalising what retrievers return, and remembering it per trace.
+"""Retrieved documents: normalising whatever a retriever returns.
 
-An LLM span given no explicit contexts is evaluated against the documents that
-retriever spans of the same trace returned before it. The memory is keyed by trace
-id, so concurrent requests (threads or asyncio tasks, each its own trace) never see
-each other's documents.
+Remembering them per trace for later LLM spans is the processor's job
+(`tracefact.conventions.DocumentStore`), for retriever spans of any instrumentation.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,40 +70,3 @@ def _first(get: Any, keys: tuple[str, ...]) -> Any:
         if value is not None:
             return value
     return None
-
-
-class RetrievalMemory:
-    """Documents retrieved so far, per trace id; bounded so an unfinished trace cannot leak.
-
-    A trace is forgotten when its local root span ends; the bound covers traces whose
-    root is not a tracefact span.
-    """
-
-    def __init__(self, max_traces: int = 4096, max_documents: int = 256) -> None:
-        self._max_traces = max_traces
-        self._max_documents = max_documents
-        self._by_trace: OrderedDict[int, list[str]] = OrderedDict()
-        self._lock = threading.Lock()  # guards _by_trace across application threads
-
-    def remember(self, trace_id: int, contents: list[str]) -> None:
-        with self._lock:
-            known = self._by_trace.setdefault(trace_id, [])
-            known.extend(contents[: max(0, self._max_documents - len(known))])
-            self._by_trace.move_to_end(trace_id)
-            while len(self._by_trace) > self._max_traces:
-                self._by_trace.popitem(last=False)
-
-    def recall(self, trace_id: int) -> list[str]:
-        if not self._by_trace:  # the common case, checked without the lock
-            return []
-        with self._lock:
-            return list(self._by_trace.get(trace_id, ()))
-
-    def forget(self, trace_id: int) -> None:
-        if trace_id not in self._by_trace:  # racing a remember() of another trace is harmless
-            return
-        with self._lock:
-            self._by_trace.pop(trace_id, None)
-
-
-retrieval_memory = RetrievalMemory()

@@ -1,8 +1,8 @@
 """The one core every instrumentation path shares: start a span, record, end it.
 
 Decorators, `tracefact.span(...)` and the litellm wrapper all go through
-`start_span` and `SpanRecorder`, so attribute names, content controls and the
-retrieval memory behave the same everywhere.
+`start_span` and `SpanRecorder`, so attribute names and content controls behave the
+same everywhere.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tracefact.instrument.capture import (
     finish,
     to_text,
 )
-from tracefact.instrument.documents import retrieval_memory, to_documents
+from tracefact.instrument.documents import to_documents
 
 logger = logging.getLogger("tracefact")
 
@@ -62,12 +62,11 @@ class SpanRecorder:
     break the call it observes.
     """
 
-    __slots__ = ("_contexts_recorded", "_scrubbed", "_token", "kind", "span")
+    __slots__ = ("_scrubbed", "_token", "kind", "span")
 
     def __init__(self, span: Span, kind: Kind, scrubbed: list[str] | None = None) -> None:
         self.span = span
         self.kind = kind
-        self._contexts_recorded = False
         self._token: object | None = None
         self._scrubbed: list[str] = scrubbed or []
         """Paths scrubbed so far; the attribute is rewritten whenever this grows."""
@@ -127,20 +126,8 @@ class SpanRecorder:
             logger.exception("tracefact: could not record exception")
 
     def end(self) -> None:
-        """Fill in remembered contexts for an LLM span, then end the span."""
-        span = self.span
-        try:
-            span_context = span.get_span_context()
-            if self.kind == "llm" and not self._contexts_recorded:
-                remembered = retrieval_memory.recall(span_context.trace_id)
-                if remembered:
-                    self._record_contexts(remembered)
-            parent = getattr(span, "parent", None)
-            if parent is None or parent.is_remote:  # the trace's local root: done with it
-                retrieval_memory.forget(span_context.trace_id)
-        except Exception:
-            logger.exception("tracefact: could not finish span")
-        span.end()
+        """End the span (the processor then finds contexts an LLM span was not given)."""
+        self.span.end()
 
     def _record_output(self, output: Any) -> None:
         """Record the output; an LLM span's output that is not text is only marked.
@@ -159,7 +146,6 @@ class SpanRecorder:
         self.span.set_attributes(content_attributes(output, False, self._scrubbed))
 
     def _record_contexts(self, contents: list[str]) -> None:
-        self._contexts_recorded = True
         options = capture_options()
         if not options.capture_content:
             self.span.set_attribute(semconv.CONTEXTS_COUNT, len(contents))
@@ -169,14 +155,14 @@ class SpanRecorder:
             finish(text, options, f"{semconv.CONTEXTS}.{i}", self._scrubbed)
             for i, text in enumerate(contents)
         ]
-        self.span.set_attribute(semconv.CONTEXTS, texts)
+        self.span.set_attributes(
+            {semconv.CONTEXTS: texts, semconv.CONTEXTS_SOURCE: semconv.CONTEXT_SOURCE_EXPLICIT}
+        )
         if len(self._scrubbed) > scrubbed:
             self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
 
     def _record_documents(self, result: Any) -> None:
         documents = to_documents(result)
-        span_context = self.span.get_span_context()
-        retrieval_memory.remember(span_context.trace_id, [doc.content for doc in documents])
         options = capture_options()
         attributes: dict[str, Any] = {}
         for i, doc in enumerate(documents):

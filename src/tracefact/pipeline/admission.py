@@ -20,7 +20,7 @@ class Admitted:
     """The decision at a span's end: evaluate it, or export it with `status`."""
 
     decision: Decision
-    status: str | None = None
+    status: semconv.EvalStatus | None = None
 
     @property
     def rate(self) -> float:

@@ -58,11 +58,16 @@ class Delivery:
 
     def export(self, span: ReadableSpan, status: str) -> None:
         """Send an LLM span downstream, counted under its final status."""
-        self.metrics.span_finished(status)
+        reason = (span.attributes or {}).get(semconv.EVAL_SKIP_REASON)
+        self.metrics.span_finished(status, reason if isinstance(reason, str) else None)
         self.forward(span)
 
     def export_copy(
-        self, span: ReadableSpan, status: str, rate: float, extra: Mapping[str, Any] | None = None
+        self,
+        span: ReadableSpan,
+        status: semconv.EvalStatus,
+        rate: float,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Export a copy of an ended span with its status and sample rate added."""
         attributes = {semconv.EVAL_STATUS: status, semconv.EVAL_SAMPLE_RATE: rate, **(extra or {})}
@@ -110,7 +115,7 @@ class Delivery:
         finally:
             self.slots.close(job)
 
-    def settle(self, job: Job, status: str, error: str | None = None) -> None:
+    def settle(self, job: Job, status: semconv.EvalStatus, error: str | None = None) -> None:
         """Finish a job without results (it failed, overran or the pipeline stops)."""
         attributes: dict[str, Any] = {semconv.EVAL_STATUS: status}
         if error is not None:

@@ -12,10 +12,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from tracefact import semconv
+from tracefact.conventions import Reading
 from tracefact.evaluators.base import Evaluator
-from tracefact.pipeline.cases import case_from_attributes
 from tracefact.pipeline.delivery import Delivery
 from tracefact.pipeline.enrich import outcome_attributes, outcome_events
 from tracefact.pipeline.job import Job
@@ -23,8 +24,18 @@ from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.outcome import cleaned
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.watchdog import OVERRAN
 
 logger = logging.getLogger("tracefact")
+
+
+def found_attributes(reading: Reading) -> dict[str, Any]:
+    """The contexts' source, and the contexts themselves unless the span holds them."""
+    found: dict[str, Any] = {semconv.CONTEXTS_SOURCE: reading.contexts_source}
+    explicit = (semconv.CONTEXT_SOURCE_EXPLICIT, semconv.CONTEXT_SOURCE_GROUNDING)
+    if reading.case is not None and reading.contexts_source not in explicit:
+        found[semconv.CONTEXTS] = reading.case.contexts
+    return found
 
 
 class Evaluation:
@@ -53,10 +64,12 @@ class Evaluation:
                 return
             job.deadline = time.monotonic() + self.deadline_seconds
         started = time.time_ns()
-        status, error = semconv.STATUS_ERROR, "evaluation ended without a result"
+        status: semconv.EvalStatus = semconv.STATUS_ERROR
+        error = "evaluation ended without a result"
         try:
-            case = case_from_attributes(job.span.attributes or {})
-            if case is None:
+            reading = job.reading
+            case = reading.case if reading is not None else None
+            if reading is None or case is None:
                 self.delivery.settle(job, semconv.STATUS_SKIPPED)
                 return
             outcomes = [
@@ -70,12 +83,15 @@ class Evaluation:
             priced = [o for o in outcomes if o.cost_usd or o.status == semconv.STATUS_OK]
             if priced:  # the sampler settles it when the job's slot is freed
                 job.cost_usd = sum(o.cost_usd or 0.0 for o in priced)
-            attributes = outcome_attributes(outcomes)
+            attributes = {**found_attributes(reading), **outcome_attributes(outcomes)}
             events = outcome_events(outcomes, time.time_ns())
             results = [o.result for o in outcomes if o.result is not None]
             self.delivery.finish(job, attributes, events, started, results)
-        except asyncio.CancelledError:
-            status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
+        except asyncio.CancelledError:  # past its deadline, or the pipeline stops
+            if time.monotonic() >= job.deadline:
+                status, error = semconv.STATUS_TIMEOUT, OVERRAN
+            else:
+                status, error = semconv.STATUS_SHUTDOWN, "evaluation cancelled"
             raise
         except GeneratorExit:  # closed (or an evaluator raised it): settled below
             raise

@@ -9,6 +9,7 @@ import time
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from tracefact.conventions import Reading
 from tracefact.sampling import Decision
 
 
@@ -22,6 +23,7 @@ class Job:
         "done",
         "ended",
         "exported",
+        "reading",
         "sample_rate",
         "span",
         "worker",
@@ -41,5 +43,7 @@ class Job:
         """Settled: its outcome is exported (or being exported) and nothing else may be."""
         self.deadline: float | None = None
         """Monotonic time by which its evaluation must have ended; set when it starts."""
+        self.reading: Reading | None = None
+        """The case read off the span as it ended, and where its contexts came from."""
         self.worker: object | None = None
         """The evaluation loop it was handed to (a stuck loop's jobs are settled at once)."""

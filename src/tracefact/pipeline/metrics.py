@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -33,6 +33,7 @@ class ProcessMetrics:
         self._lock = threading.Lock()
         self._span_counts: Counter[str] = Counter()
         self._export_drops: Counter[str] = Counter()
+        self._skip_counts: Counter[str] = Counter()
         self.pipelines: weakref.WeakSet[PipelineMetrics] = weakref.WeakSet()
         self.evaluations = meter.create_counter(
             "tracefact.evaluations",
@@ -73,9 +74,24 @@ class ProcessMetrics:
             description="spans that never reached an exporter, by reason",
         )
 
-    def span_finished(self, status: str) -> None:
+        meter.create_observable_counter(
+            semconv.METRIC_SKIPPED,
+            callbacks=[self._observe_skipped],
+            unit="{span}",
+            description="LLM spans skipped, by reason (tracefact.eval.skip_reason)",
+        )
+        meter.create_observable_counter(
+            semconv.METRIC_DOCUMENTS_EVICTED,
+            callbacks=[self._observe_evicted],
+            unit="{document}",
+            description="retrieved documents evicted from the per-trace store, by reason",
+        )
+
+    def span_finished(self, status: str, skip_reason: str | None = None) -> None:
         with self._lock:
             self._span_counts[status] += 1
+            if skip_reason is not None:
+                self._skip_counts[skip_reason] += 1
 
     def export_dropped(self, reason: str, count: int) -> None:
         with self._lock:
@@ -92,6 +108,17 @@ class ProcessMetrics:
 
     def _observe_depth(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(sum(p.queue_depth() for p in list(self.pipelines)))]
+
+    def _observe_skipped(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = dict(self._skip_counts)
+        return [Observation(n, {"reason": reason}) for reason, n in counts.items()]
+
+    def _observe_evicted(self, options: CallbackOptions) -> Iterable[Observation]:
+        totals: Counter[str] = Counter()
+        for pipeline in list(self.pipelines):
+            totals.update(pipeline.evictions())
+        return [Observation(n, {"reason": reason}) for reason, n in totals.items()]
 
     def _observe_export_drops(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
@@ -117,15 +144,23 @@ class PipelineMetrics:
     """One pipeline's view of its provider's instruments."""
 
     def __init__(
-        self, queue_depth: Callable[[], int], meter_provider: MeterProvider | None = None
+        self,
+        queue_depth: Callable[[], int],
+        meter_provider: MeterProvider | None = None,
+        evictions: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.queue_depth = queue_depth
+        self.evictions = evictions
+        """Documents evicted so far from the pipeline's per-trace store, by reason."""
         self._process = process_metrics(meter_provider)
         self._process.pipelines.add(self)
 
-    def span_finished(self, status: str) -> None:
-        """Count a span leaving the pipeline under its final status (upstream ones too)."""
-        self._process.span_finished(status)
+    def span_finished(self, status: str, skip_reason: str | None = None) -> None:
+        """Count a span leaving the pipeline under its final status (upstream ones too).
+
+        A skipped span is also counted under its reason.
+        """
+        self._process.span_finished(status, skip_reason)
 
     def evaluated(self, outcome: Outcome) -> None:
         process, result = self._process, outcome.result

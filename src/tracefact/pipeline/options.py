@@ -31,7 +31,7 @@ class PipelineOptions(BaseModel):
         drain_seconds: how long `shutdown` lets running evaluations finish.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     attach: Attach = "enrich"
     queue_size: int = Field(default=1024, ge=1)

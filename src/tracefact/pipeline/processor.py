@@ -27,15 +27,17 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
 from tracefact._otel import reset_after_fork
+from tracefact.conventions import span_role
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
-from tracefact.pipeline.cases import is_evaluable, is_llm_span
 from tracefact.pipeline.delivery import Delivery
+from tracefact.pipeline.enrich import copy_with
 from tracefact.pipeline.evaluation import Evaluation
 from tracefact.pipeline.fanout import FanOut
 from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.options import PipelineOptions
+from tracefact.pipeline.reading import SpanReader, plain_attributes
 from tracefact.pipeline.retry import RetryPolicy
 from tracefact.pipeline.slots import Slots
 from tracefact.pipeline.watchdog import Watchdog
@@ -65,6 +67,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
         sinks: also receive every result (e.g. Phoenix annotations); they deliver on
             their own threads, and a failing sink never holds up a span.
         meter_provider: for the pipeline's metrics (default the global one).
+        reader: how LLM spans of any convention are read (context rules, mapping hook,
+            the per-trace document store).
     """
 
     def __init__(
@@ -76,6 +80,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         sampler: Sampler | None = None,
         sinks: Sequence[ResultSink] = (),
         meter_provider: MeterProvider | None = None,
+        reader: SpanReader | None = None,
         **overrides: Any,
     ) -> None:
         names = [e.name for e in evaluators]
@@ -91,7 +96,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
             timeout_seconds=self.options.timeout_seconds, max_retries=self.options.max_retries
         )
         self._fanout = FanOut(sinks)
-        self._metrics = PipelineMetrics(lambda: self._slots.held, meter_provider)
+        self.reader = reader or SpanReader()
+        self._metrics = PipelineMetrics(
+            lambda: self._slots.held, meter_provider, lambda: self.reader.store.evictions
+        )
         self._downstream = downstream
         super().__init__(downstream)
         self._reset()
@@ -149,24 +157,41 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
 
     def _new_worker(self) -> Worker[Job]:
-        return Worker(self._evaluation.run, "tracefact-evaluation", self.options.concurrency)
+        return Worker(
+            self._evaluation.run,
+            "tracefact-evaluation",
+            self.options.concurrency,
+            self._evaluation.deadline_seconds,
+        )
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Decide whether the span will be evaluated while it is still open."""
         self._downstream.on_start(span, parent_context)
-        if not is_llm_span(span.attributes or {}):
+        if span_role(plain_attributes(span)) != "llm":
             return
+        marks = self.reader.on_llm_start(span, parent_context)  # nested, or grounded
         if self._closed:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SHUTDOWN)
-            return
-        self._admission.at_start(span)
+            marks[semconv.EVAL_STATUS] = semconv.STATUS_SHUTDOWN
+        if marks:
+            span.set_attributes(marks)
+        if semconv.EVAL_STATUS not in marks:
+            self._admission.at_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Export the span at once, or hand it to the evaluation loop."""
-        attributes = span.attributes or {}
-        if not is_llm_span(attributes) or span.context is None:
+        attributes = plain_attributes(span)
+        role = span_role(attributes)
+        if role != "llm" or span.context is None:
+            if role is not None or self.reader.holds_documents():
+                self.reader.on_end(span, role)
             self._downstream.on_end(span)
+            return
+        reading = self.reader.read(span) if semconv.EVAL_STATUS not in attributes else None
+        self.reader.on_end(span, role)
+        if reading is not None and reading.skip_reason == semconv.SKIP_NESTED:
+            skipped = {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
+            self._delivery.export(copy_with(span, skipped), semconv.STATUS_SKIPPED)
             return
         status = attributes.get(semconv.EVAL_STATUS)
         if isinstance(status, str):  # decided at start, or already evaluated upstream
@@ -176,11 +201,13 @@ class EvaluationProcessor(WrapperSpanProcessor):
         if admitted.status is not None:
             self._delivery.export_copy(span, admitted.status, admitted.rate)
             return
-        if not is_evaluable(attributes):
+        if reading is None or reading.case is None:
             self._slots.free(admitted.decision)
-            self._delivery.export_copy(span, semconv.STATUS_SKIPPED, admitted.rate)
+            skip = reading.skip_attributes() if reading is not None else {}
+            self._delivery.export_copy(span, semconv.STATUS_SKIPPED, admitted.rate, skip)
             return
         job = Job(span, admitted.decision, exported=self.options.attach == "span")
+        job.reading = reading
         with self._slots.lock:  # shutdown settles every job opened before it closed
             closed = self._closed
             if not closed:

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Generic, TypeVar
 
 from tracefact._imports import stop_litellm_worker
@@ -29,13 +29,19 @@ Job = TypeVar("Job")
 class Worker(Generic[Job]):
     """Runs `handle(job)` for each submitted job on a private event loop thread.
 
-    At most `concurrency` jobs run at once.
+    At most `concurrency` jobs run at once; one still running after `job_seconds` is
+    cancelled and gives its place up, whether or not it ends.
     """
 
     def __init__(
-        self, handle: Callable[[Job], Awaitable[None]], name: str, concurrency: int
+        self,
+        handle: Callable[[Job], Coroutine[object, object, None]],
+        name: str,
+        concurrency: int,
+        job_seconds: float,
     ) -> None:
         self._handle = handle
+        self._job_seconds = job_seconds
         self._name = name
         self._concurrency = concurrency
         self._semaphore: asyncio.Semaphore | None = None
@@ -50,11 +56,6 @@ class Worker(Generic[Job]):
         self._stopping = False
         self.beat_at = time.monotonic()
         """When the loop last ran a heartbeat (or started)."""
-
-    @property
-    def started(self) -> bool:
-        """The loop thread runs (it starts with the first job)."""
-        return self._loop is not None
 
     def submit(self, job: Job) -> None:
         """Queue `job` for the loop; starts the loop thread on first use."""
@@ -104,16 +105,27 @@ class Worker(Generic[Job]):
         self._wake_scheduled = False
         assert self._loop is not None
         while self._incoming:
-            task = self._loop.create_task(self._guarded(self._incoming.popleft()))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._loop_task(self._guarded(self._incoming.popleft()))
 
     async def _guarded(self, job: Job) -> None:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self._concurrency)
+        async with self._semaphore:
+            handling = self._loop_task(self._logged(job))
+            # Past its time a job gives its place up even if it ignores cancellation.
+            await asyncio.wait({handling}, timeout=self._job_seconds)
+            handling.cancel()
+
+    def _loop_task(self, coroutine: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        assert self._loop is not None
+        task = self._loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _logged(self, job: Job) -> None:
         try:
-            async with self._semaphore:
-                await self._handle(job)
+            await self._handle(job)
         except asyncio.CancelledError:
             raise
         except BaseException:  # a bug in handling must not kill the loop

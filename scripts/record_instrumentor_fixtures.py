@@ -1,0 +1,121 @@
+"""Record what real instrumentors put on their LLM spans, as small OTLP/JSON files.
+
+For each instrumentor, a grounded and an invented answer, plain and streaming, against
+the fake OpenAI server on 127.0.0.1 (plus a LangChain trace with a retriever span).
+Each instrumentor runs in its own subprocess: two instrumentors of the openai SDK cannot
+both be active in one process. Ids, times and the server's port are normalised so the
+files only change when an instrumentor changes what it emits.
+
+    make instrumentors-venv   # or any venv with the `instrumentors` extra
+    .venv-instrumentors/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.instrumentors import (  # noqa: E402
+    INSTRUMENTORS,
+    SCENARIOS,
+    run_scenario,
+)
+
+PORT_PLACEHOLDER = 4242
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="directory for the OTLP/JSON files")
+    parser.add_argument("--only", choices=sorted(INSTRUMENTORS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.only:
+        record(args.only, args.out)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(INSTRUMENTORS):
+        env = {**os.environ, **INSTRUMENTORS[name].env}
+        command = [sys.executable, __file__, str(args.out), "--only", name]
+        subprocess.run(command, check=True, env=env)
+
+
+def record(name: str, out: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = INSTRUMENTORS[name]
+    with instrumentor.active(provider) as server:
+        for scenario in SCENARIOS:
+            if scenario.name not in instrumentor.scenarios:
+                continue
+            for stream in (False, True):
+                exporter.clear()
+                run_scenario(name, scenario, stream, server)
+                provider.force_flush()
+                spans = exporter.get_finished_spans()
+                document = _normalise(encode_spans(spans), server.api.server.server_address[1])
+                path = out / f"{name}-{scenario.name}-{'stream' if stream else 'plain'}.json"
+                path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+                print(f"{path}: {len(spans)} spans")
+
+
+def _normalise(request: Any, port: int) -> dict[str, Any]:
+    """OTLP/JSON (hex ids) with sequential ids and times, and a fixed server port."""
+    from google.protobuf.json_format import MessageToDict
+
+    document: dict[str, Any] = MessageToDict(request)
+    ids: dict[str, str] = {}
+
+    def new_id(raw: str, width: int) -> str:
+        key = base64.b64decode(raw).hex()
+        if key not in ids:
+            ids[key] = f"{len(ids) + 1:0{width}x}"
+        return ids[key]
+
+    spans = [s for rs in document["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    spans.sort(key=lambda s: int(s["startTimeUnixNano"]))
+    for resource_spans in document["resourceSpans"]:
+        resource_spans["resource"] = {"attributes": []}
+    for index, span in enumerate(spans):
+        span["traceId"] = new_id(span["traceId"], 32)
+        for key in ("spanId", "parentSpanId"):
+            if key in span:
+                span[key] = new_id(span[key], 16)
+        span["startTimeUnixNano"] = str(1_700_000_000_000_000_000 + index * 1_000_000)
+        for event in span.get("events", []):
+            event["timeUnixNano"] = str(1_700_000_000_000_000_000 + index * 1_000_000 + 1)
+    for rank, span in enumerate(sorted(spans, key=lambda s: int(s["endTimeUnixNano"]))):
+        span["endTimeUnixNano"] = str(1_700_000_000_100_000_000 + rank * 1_000_000)
+        for attribute in span.get("attributes", []):
+            _fix_volatile(attribute, port)
+    return document
+
+
+def _fix_volatile(attribute: dict[str, Any], port: int) -> None:
+    """The fake server's port and run ids (LangChain's) change on every run."""
+    value = attribute["value"]
+    if "intValue" in value and value["intValue"] == str(port):
+        value["intValue"] = str(PORT_PLACEHOLDER)
+    if "stringValue" in value:
+        text = value["stringValue"].replace(f":{port}", f":{PORT_PLACEHOLDER}")
+        value["stringValue"] = _UUID.sub("00000000-0000-0000-0000-000000000000", text)
+
+
+if __name__ == "__main__":
+    main()

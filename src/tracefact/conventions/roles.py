@@ -1,0 +1,32 @@
+"""What a span is, in any convention: an LLM call, a retrieval, or something else.
+
+Runs on the application's thread for every span, so it is a few dictionary lookups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from tracefact import semconv
+
+Role = Literal["llm", "retriever"]
+_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+
+
+def span_role(attributes: Mapping[str, Any]) -> Role | None:
+    """The span's role: "llm" for a model call, "retriever" for a retrieval, else None."""
+    kind = attributes.get(semconv.OPENINFERENCE_SPAN_KIND)
+    if kind is not None:
+        if kind == semconv.KIND_LLM:
+            return "llm"
+        return "retriever" if kind == semconv.KIND_RETRIEVER else None
+    operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    if operation is not None:
+        if operation in _LLM_OPERATIONS:
+            return "llm"
+        return "retriever" if operation == semconv.GEN_AI_OPERATION_RETRIEVAL else None
+    if attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
+        return "llm"
+    return None

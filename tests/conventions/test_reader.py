@@ -1,0 +1,272 @@
+"""The span reader on what real instrumentors emitted (recorded fixtures), and on garbage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conventions.fixtures import INSTRUMENTORS, fixture_names, load
+from tests.fakes.instrumentors import DOCUMENT, QUESTION, SCENARIOS
+from tracefact import semconv
+from tracefact.conventions import (
+    ReadOptions,
+    compile_mapping,
+    read_case,
+    retrieved_documents,
+    span_role,
+)
+from tracefact.evaluators.lexical import LexicalOverlap
+
+ANSWERS = {s.name: s.answer for s in SCENARIOS}
+PROMPT = ReadOptions(contexts_from_prompt=True)
+
+
+def test_every_instrumentor_and_mode_was_recorded() -> None:
+    names = set(fixture_names())
+    for instrumentor in INSTRUMENTORS:
+        for scenario in ("grounded", "invented"):
+            for mode in ("plain", "stream"):
+                assert f"{instrumentor}-{scenario}-{mode}" in names
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_each_recorded_llm_span_yields_the_question_and_the_answer_text(name: str) -> None:
+    llm = [s for s in load(name) if span_role(s.attributes) == "llm"]
+    assert len(llm) == 1
+    reading = read_case(llm[0].attributes, llm[0].events, options=PROMPT)
+    assert reading.case is not None, reading.skip_reason
+    scenario = name.split("-")[1]
+    assert reading.case.output == ANSWERS[scenario]  # never the raw response body
+    assert QUESTION in reading.case.input
+    assert not reading.case.input.startswith(("{", "["))
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_without_a_context_source_a_recorded_span_is_skipped_as_no_contexts(name: str) -> None:
+    llm = next(s for s in load(name) if span_role(s.attributes) == "llm")
+    reading = read_case(llm.attributes, llm.events)
+    assert reading.case is None
+    assert reading.skip_reason == semconv.SKIP_NO_CONTEXTS
+
+
+@pytest.mark.parametrize("instrumentor", INSTRUMENTORS)
+@pytest.mark.parametrize("mode", ["plain", "stream"])
+async def test_grounded_and_invented_answers_get_the_right_labels(
+    instrumentor: str, mode: str
+) -> None:
+    """With prompt contexts on, a deterministic evaluator tells grounded from invented.
+
+    The system message holds the document.
+    """
+    labels = {}
+    for scenario in ("grounded", "invented"):
+        llm = next(s for s in load(f"{instrumentor}-{scenario}-{mode}") if span_role(s.attributes))
+        reading = read_case(llm.attributes, llm.events, options=PROMPT)
+        assert reading.case is not None
+        assert reading.contexts_source == semconv.CONTEXT_SOURCE_PROMPT
+        assert any(DOCUMENT in c for c in reading.case.contexts)
+        labels[scenario] = (await LexicalOverlap().evaluate(reading.case)).label
+    assert labels == {"grounded": "factual", "invented": "hallucinated"}
+
+
+@pytest.mark.parametrize("mode", ["plain", "stream"])
+def test_a_langchain_retriever_span_grounds_the_llm_span_after_it(mode: str) -> None:
+    documents: list[str] = []
+    readings = []
+    for span in load(f"langchain-retriever-{mode}"):  # in the order they ended
+        role = span_role(span.attributes)
+        if role == "retriever":
+            documents += retrieved_documents(span.attributes)
+        elif role == "llm":
+            readings.append(read_case(span.attributes, span.events, retrieved=documents))
+    assert documents == [DOCUMENT]
+    [reading] = readings
+    assert reading.contexts_source == semconv.CONTEXT_SOURCE_RETRIEVAL
+    assert reading.case is not None and reading.case.contexts == [DOCUMENT]
+
+
+def test_explicit_contexts_come_first_and_name_their_source() -> None:
+    llm = next(s for s in load("openinference-grounded-plain") if span_role(s.attributes))
+    attributes = {**llm.attributes, semconv.CONTEXTS: ("explicit doc",)}
+    reading = read_case(attributes, retrieved=["retrieved doc"], options=PROMPT)
+    assert reading.case is not None and reading.case.contexts == ["explicit doc"]
+    assert reading.contexts_source == semconv.CONTEXT_SOURCE_EXPLICIT
+    attributes[semconv.CONTEXTS_SOURCE] = semconv.CONTEXT_SOURCE_GROUNDING
+    assert read_case(attributes).contexts_source == semconv.CONTEXT_SOURCE_GROUNDING
+
+
+def test_retrieved_documents_come_before_template_mapping_and_prompt() -> None:
+    attributes = {
+        semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+        semconv.INPUT_VALUE: "q?",
+        semconv.OUTPUT_VALUE: "an answer",
+        semconv.LLM_PROMPT_TEMPLATE_VARIABLES: json.dumps({"context": "template doc"}),
+        "app.docs": "mapped doc",
+    }
+    mapping = compile_mapping({"contexts": "app.docs"})
+    options = ReadOptions(mapping=mapping, contexts_from_prompt=True)
+    first = read_case(attributes, retrieved=["retrieved"], options=options)
+    assert first.contexts_source == semconv.CONTEXT_SOURCE_RETRIEVAL
+    second = read_case(attributes, options=options)
+    assert second.contexts_source == semconv.CONTEXT_SOURCE_TEMPLATE
+    assert second.case is not None and second.case.contexts == ["template doc"]
+    del attributes[semconv.LLM_PROMPT_TEMPLATE_VARIABLES]
+    third = read_case(attributes, options=options)
+    assert third.contexts_source == semconv.CONTEXT_SOURCE_MAPPING
+    assert third.case is not None and third.case.contexts == ["mapped doc"]
+
+
+def test_a_declarative_mapping_reaches_into_json_values() -> None:
+    attributes = {
+        "app.request": json.dumps({"q": "Who?", "docs": [{"text": "A"}, {"text": "B"}]}),
+        "app.reply": "Alice.",
+    }
+    mapping = compile_mapping(
+        {"question": "app.request#q", "answer": "app.reply", "contexts": "app.request#docs.*.text"}
+    )
+    reading = read_case(attributes, options=ReadOptions(mapping=mapping))
+    assert reading.case is not None
+    assert (reading.case.input, reading.case.output, reading.case.contexts) == (
+        "Who?",
+        "Alice.",
+        ["A", "B"],
+    )
+    assert reading.contexts_source == semconv.CONTEXT_SOURCE_MAPPING
+
+
+def test_a_mapping_callable_that_raises_finds_nothing() -> None:
+    def broken(attributes: Any) -> Any:
+        raise RuntimeError("user bug")
+
+    reading = read_case({semconv.OUTPUT_VALUE: "a"}, options=ReadOptions(mapping=broken))
+    assert reading.skip_reason == semconv.SKIP_NO_CONTEXTS
+
+
+@pytest.mark.parametrize("bad", [{"answer": 3}, {"unknown": "x"}, {"contexts": "#only.json"}, 42])
+def test_a_bad_declarative_mapping_is_refused_with_a_clear_error(bad: Any) -> None:
+    with pytest.raises(ValueError, match="span_mapping"):
+        compile_mapping(bad)
+
+
+def test_openllmetry_legacy_indexed_attributes() -> None:
+    attributes = {
+        semconv.OPENLLMETRY_REQUEST_TYPE: "chat",
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "Doc: the sky is blue.",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": json.dumps([{"type": "text", "text": "Sky colour?"}]),
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "Blue.",
+    }
+    assert span_role(attributes) == "llm"
+    reading = read_case(attributes, options=PROMPT)
+    assert reading.case is not None
+    assert (reading.case.input, reading.case.output) == ("Sky colour?", "Blue.")
+    assert reading.case.contexts == ["Doc: the sky is blue."]
+
+
+def test_traceloop_entity_values_and_genai_system_instructions() -> None:
+    reading = read_case(
+        {
+            semconv.TRACELOOP_ENTITY_INPUT: json.dumps({"inputs": "Sky colour?"}),
+            semconv.TRACELOOP_ENTITY_OUTPUT: json.dumps({"outputs": "Blue."}),
+            semconv.CONTEXTS: ("The sky is blue.",),
+        }
+    )
+    assert reading.case is not None and reading.case.output == "Blue."
+    genai = read_case(
+        {
+            semconv.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps([{"type": "text", "content": "Doc"}]),
+            semconv.GEN_AI_INPUT_MESSAGES: json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "Q?"}]}]
+            ),
+            semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "A."}]}]
+            ),
+        },
+        options=PROMPT,
+    )
+    assert genai.case is not None and genai.case.contexts == ["Doc"]
+
+
+def test_openinference_content_parts() -> None:
+    reading = read_case(
+        {
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.contents.0.message_content.type": "text",
+            "llm.input_messages.0.message.contents.0.message_content.text": "Q?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.contents.0.message_content.type": "text",
+            "llm.output_messages.0.message.contents.0.message_content.text": "A.",
+            semconv.CONTEXTS: ["doc"],
+        }
+    )
+    assert reading.case is not None
+    assert (reading.case.input, reading.case.output) == ("Q?", "A.")
+
+
+def test_skip_reasons() -> None:
+    assert read_case({semconv.INPUT_VALUE: "q"}).skip_reason == semconv.SKIP_NO_ANSWER
+    assert read_case({}).skip_reason == semconv.SKIP_CAPTURE_OFF  # openai-v2 without opt-in
+    hashed = {semconv.OUTPUT_LENGTH: 3, semconv.OUTPUT_SHA256: "ab"}
+    assert read_case(hashed).skip_reason == semconv.SKIP_CAPTURE_OFF
+    counted = {semconv.OUTPUT_VALUE: "a", semconv.CONTEXTS_COUNT: 2}
+    assert read_case(counted).skip_reason == semconv.SKIP_CAPTURE_OFF
+    tool_call = {
+        semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+            [{"role": "assistant", "parts": [{"type": "tool_call", "name": "f"}]}]
+        )
+    }
+    assert read_case(tool_call).skip_reason == semconv.SKIP_NOT_TEXT
+    body = {semconv.OUTPUT_VALUE: '{"unknown": 1}', semconv.OUTPUT_MIME_TYPE: "application/json"}
+    assert read_case(body).skip_reason == semconv.SKIP_NOT_TEXT
+
+
+GARBAGE: list[Any] = [
+    "[" * 3000,
+    "{" * 3000,
+    '{"choices": ' * 3000,
+    "x" * 2_000_000,
+    "[" + "1," * 500_000 + "1]",
+    42,
+    3.5,
+    True,
+    (1, 2),
+    ("a", None),
+    b"bytes",
+    None,
+    "null",
+    "[]",
+    '{"choices": [null]}',
+    '{"choices": [{"message": {"content": [{"type": "text", "text": 5}]}}]}',
+    '{"generations": [[]]}',
+    '{"generations": [[5]]}',
+    '"just a string"',
+]
+
+
+@pytest.mark.parametrize("value", GARBAGE, ids=range(len(GARBAGE)))
+@pytest.mark.parametrize(
+    "key",
+    [
+        semconv.OUTPUT_VALUE,
+        semconv.INPUT_VALUE,
+        semconv.GEN_AI_OUTPUT_MESSAGES,
+        semconv.GEN_AI_INPUT_MESSAGES,
+        semconv.GEN_AI_SYSTEM_INSTRUCTIONS,
+        semconv.LLM_PROMPT_TEMPLATE_VARIABLES,
+        semconv.CONTEXTS,
+        "llm.output_messages.0.message.content",
+        "gen_ai.completion.0.content",
+        semconv.TRACELOOP_ENTITY_OUTPUT,
+    ],
+)
+def test_garbage_gives_a_case_or_a_skip_reason_never_an_exception(key: str, value: Any) -> None:
+    attributes = {semconv.OPENINFERENCE_SPAN_KIND: "LLM", key: value}
+    mime = {semconv.OUTPUT_MIME_TYPE: "application/json", semconv.INPUT_MIME_TYPE: "x"}
+    for extra in ({}, mime):
+        reading = read_case({**attributes, **extra}, options=PROMPT)
+        assert (reading.case is None) != (reading.skip_reason is None)
+        assert reading.skip_reason in (None, *semconv.SKIP_REASONS)
