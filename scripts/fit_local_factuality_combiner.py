@@ -12,7 +12,8 @@ never saw (the tail of the training script's shuffle), each used several ways: t
 faithful and the hallucinated answer; the faithful answer against another item's context;
 the faithful answer with one name or number swapped for another from the same context;
 sentences copied from the context (for QA the one holding the answer) and their swapped
-form. The threshold
+form. The threshold is chosen on scores as the evaluator gives them, a sentence copied from
+the contexts capped at ``copied_score`` (a setting kept from config.json); it
 maximises the mean balanced accuracy over the dev files and contrast sets built from
 dev with a seed unlike the reported ones. Writes ``weights``, ``bias`` and
 ``threshold`` into the model's config.json. Needs numpy and the runtime only.
@@ -40,7 +41,7 @@ import local_factuality_contrast as lfc  # noqa: E402
 from tracefact.evaluators.base import EvalCase  # noqa: E402
 from tracefact.evaluators.confusion import Confusion  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
-from tracefact.evaluators.local.alignment import FEATURES  # noqa: E402
+from tracefact.evaluators.local.alignment import FEATURES, copied_shares  # noqa: E402
 from tracefact.evaluators.local.windows import split_sentences  # noqa: E402
 
 TRAIN_SEED = 7  # the training script's shuffle, so its tail is items the model never saw
@@ -133,7 +134,7 @@ def tuning_sets(data: Path, per_task: int, seed: int) -> dict[str, list[Example]
 def model_fingerprint(directory: Path) -> str:
     """Hash of the model files and settings bar the combiner's: what the rows depend on."""
     settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    for fitted in ("features", "weights", "bias", "threshold"):
+    for fitted in ("features", "weights", "bias", "threshold", "copied_share", "copied_score"):
         settings.pop(fitted, None)
     digest = hashlib.sha256(json.dumps([FEATURES, settings], sort_keys=True).encode())
     for name in ("model.onnx", "tokenizer.json"):
@@ -208,6 +209,26 @@ def scores(rows: list[list[list[float]]], w: np.ndarray, b: float) -> np.ndarray
     return np.array([1.0 / (1.0 + np.exp(-(np.max(np.array(r) @ w) + b))) for r in rows])
 
 
+def capped_scores(
+    rows: list[list[list[float]]], w: np.ndarray, b: float, batch: list[Example], config: Any
+) -> np.ndarray:
+    """`scores` as `LocalFactuality` gives them, copied sentences capped.
+
+    A sentence copied from the contexts (``copied_share`` of it or more) scores at most
+    ``copied_score``.
+    """
+    share = config.get("copied_share", 1.0)
+    cap = config.get("copied_score", 1.0)
+    out = []
+    for case_rows, (_, example, _) in zip(rows, batch, strict=True):
+        logits = np.array(case_rows) @ w + b
+        values = 1.0 / (1.0 + np.exp(-logits))
+        copied = copied_shares(example.contexts, split_sentences(example.output))
+        pairs = zip(values, copied, strict=True)
+        out.append(max(min(v, cap) if c >= share else v for v, c in pairs))
+    return np.array(out)
+
+
 def balanced_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
     return Confusion.of(zip(labels == 1, predicted, strict=True)).balanced_accuracy
 
@@ -245,11 +266,17 @@ def main() -> None:
         "weights:", dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True)), "bias", round(b, 3)
     )
 
+    config_path = args.model / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
     tuning = tuning_sets(args.data, args.tune_per_task, args.seed)
     tuned = {
         name: (
-            scores(
-                evidence_rows(detector, examples_, args.work / f"{name}-{fingerprint}.jsonl"), w, b
+            capped_scores(
+                evidence_rows(detector, examples_, args.work / f"{name}-{fingerprint}.jsonl"),
+                w,
+                b,
+                examples_,
+                config,
             ),
             np.array([label for _, _, label in examples_]),
         )
@@ -262,8 +289,6 @@ def main() -> None:
         print(f"{name:<28} balanced accuracy {balanced_accuracy(y, s >= threshold):.3f}")
     print(f"threshold {threshold} (mean balanced accuracy {max(mean_ba):.3f})")
 
-    config_path = args.model / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
     config.pop("calibration_a", None)
     config.pop("calibration_b", None)
     config.update(

@@ -97,13 +97,52 @@ async def test_minimal_edit_flips_the_label(detector: LocalFactuality) -> None:
     assert (await detector.evaluate(case("Paris"))).label == "hallucinated"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model 0.1.0: a full-sentence answer copied from the context is often flagged, "
-    "a style HaluEval's short faithful QA answers never show",
-)
 async def test_a_sentence_copied_from_the_context_is_factual(detector: LocalFactuality) -> None:
     assert (await detector.evaluate(case(FAITHFUL))).label == "factual"
+
+
+COPIES = {
+    "verbatim": FAITHFUL,
+    "lower case, no punctuation": "marie curie was born in warsaw in 1867",
+    "two sentences": f"{FAITHFUL} She moved to Paris in 1891 to study physics at the Sorbonne.",
+    "trailing clause dropped": "In 1911 she won a second Nobel Prize, in Chemistry.",
+    "commas dropped": "In 1911 she won a second Nobel Prize in Chemistry for the discovery of "
+    "polonium and radium.",
+    "article added": "In 1903 she shared the Nobel Prize in the Physics with Pierre Curie and "
+    "Henri Becquerel.",
+    "all sentences": CONTEXT,
+}
+
+
+@pytest.mark.parametrize("answer", COPIES.values(), ids=COPIES.keys())
+@pytest.mark.parametrize("contexts", [[CONTEXT], [OTHER_CONTEXT, CONTEXT]], ids=["own", "mixed"])
+async def test_a_near_verbatim_copy_scores_clearly_supported(
+    detector: LocalFactuality, answer: str, contexts: list[str]
+) -> None:
+    result = await detector.evaluate(case(answer, contexts=contexts))
+    assert result.score <= 0.3 < detector.threshold
+    assert result.label == "factual"
+    assert min(result.raw["copied_shares"]) >= 0.75
+
+
+EDITED_COPIES = {
+    "name swapped": EDITED,
+    "number swapped": "Marie Curie was born in Warsaw in 1891.",
+    "negated": "Marie Curie was not born in Warsaw in 1867.",
+    "field swapped": "In 1911 she won a second Nobel Prize, in Physics, for the discovery of "
+    "polonium and radium.",
+    "clause added": "Marie Curie was born in Warsaw in 1867 and died in Lyon in 1950.",
+}
+
+
+@pytest.mark.parametrize("answer", EDITED_COPIES.values(), ids=EDITED_COPIES.keys())
+async def test_an_edited_copy_is_not_taken_for_a_copy(
+    detector: LocalFactuality, answer: str
+) -> None:
+    edited = await detector.evaluate(case(answer))
+    copied = await detector.evaluate(case(FAITHFUL))
+    assert edited.raw["copied_shares"] == [0.0]
+    assert edited.score > copied.score
 
 
 async def test_explanation_names_the_unsupported_sentence(detector: LocalFactuality) -> None:
@@ -194,3 +233,14 @@ async def test_long_context_and_long_answer_are_read_whole(detector: LocalFactua
     assert good.raw["sentence_scores"][-1] < bad.raw["sentence_scores"][-1]
     assert max(bad.raw["sentence_scores"]) == bad.raw["sentence_scores"][-1]
     assert bad.score > good.score
+
+
+async def test_a_name_lifted_from_the_context_is_not_a_copied_claim(
+    detector: LocalFactuality,
+) -> None:
+    # A swapped answer is often a name lifted from elsewhere in the context: no claim.
+    result = await detector.evaluate(case("Pierre Curie and Henri Becquerel"))
+    assert result.raw["copied_shares"] == [0.0]
+    title = "Honorary Member of the Polish Academy of Sciences"
+    result = await detector.evaluate(case(title, contexts=[CONTEXT, f"{title}.\n"]))
+    assert result.raw["copied_shares"] == [0.0]

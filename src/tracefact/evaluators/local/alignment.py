@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from tracefact.evaluators._text import content_words, split_sentences
 
@@ -134,3 +135,81 @@ def sentence_features(
             ]
         )
     return rows
+
+
+_TOKEN = re.compile(r"[\w'’]+")
+_RUN = 3
+"""Shortest run of consecutive words that counts as copied: shorter ones match by chance."""
+_CLAIM = 0.4
+"""Least share of the context sentence(s) a copy must take: a name lifted from a sentence is
+a span of it, not a claim it makes (a swapped name is often such a span)."""
+_SHORTEST = 5
+"""Fewest words of a copy: shorter ones are names or fragments rather than claims."""
+_SLACK = frozenset(
+    """a an the and or of to in on at for with by as that which who also then its their his
+    her is was are were has have had be been""".split()
+)
+"""Words a near-verbatim copy may add or drop. No negation, name or number is among them,
+so a swapped name, number or an added "not" always leaves the copy uncovered."""
+
+
+def _tokens(text: str) -> list[str]:
+    return [token.replace("’", "'") for token in _TOKEN.findall(text.lower())]
+
+
+def _copied_share(tokens: list[str], first: list[str], second: list[str]) -> float:
+    """Share of ``tokens`` copied in order from one context sentence or two adjacent ones."""
+    span = first + second
+    covered = [False] * len(tokens)
+    used: list[int] = []
+    for block in SequenceMatcher(None, tokens, span, autojunk=False).get_matching_blocks():
+        if block.size >= _RUN:
+            covered[block.a : block.a + block.size] = [True] * block.size
+            used += [block.b, block.b + block.size - 1]
+    if not used or not all(done or t in _SLACK for done, t in zip(covered, tokens, strict=True)):
+        return 0.0
+    touched = (len(first) if min(used) < len(first) else 0) + (
+        len(second) if max(used) >= len(first) else 0
+    )
+    return sum(covered) / len(tokens) if sum(covered) >= _CLAIM * touched else 0.0
+
+
+def _says_something(sentence: str) -> bool:
+    """Whether a sentence has a word besides names, their particles and slack.
+
+    A title or a name ("Group Chief Economist of Edmond de Rothschild") has none.
+    """
+    return any(
+        word.islower() and len(word) > 3 and word not in _SLACK for word in _TOKEN.findall(sentence)
+    )
+
+
+def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[float]:
+    """Per answer sentence, the share of its words copied from the contexts.
+
+    Words count as copied in runs, in order, from one context sentence (or two adjacent
+    ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the copied runs
+    carries meaning (a swapped name or number, an added clause or negation), or when the
+    copy is a fragment (a name) rather than a claim of the context.
+
+    Case, punctuation, dropped words and a dropped trailing clause keep a copy whole; an
+    added article or auxiliary costs only its own share. `LocalFactuality` caps the score
+    of a sentence copied this way: nothing is better supported than the context's words.
+    """
+    context = [_tokens(s) for text in contexts for s in split_sentences(text)]
+    pairs = list(zip(context, [*context[1:], []], strict=True))
+    vocabularies = [set(first) | set(second) for first, second in pairs]
+    shares = []
+    for sentence in sentences:
+        tokens = _tokens(sentence)
+        if len(tokens) < _SHORTEST or not _says_something(sentence):
+            shares.append(0.0)
+            continue
+        meaningful = set(tokens) - _SLACK
+        candidates = [
+            pair
+            for pair, vocabulary in zip(pairs, vocabularies, strict=True)
+            if meaningful <= vocabulary  # else some meaningful word never occurs there
+        ]
+        shares.append(max((_copied_share(tokens, *pair) for pair in candidates), default=0.0))
+    return shares

@@ -23,6 +23,10 @@ class ModelConfig:
     ``scripts/fit_local_factuality_combiner.py``."""
     bias: float = 0.0
     threshold: float = 0.5
+    copied_share: float = 1.0
+    copied_score: float = 1.0
+    """A sentence at least ``copied_share`` copied from one context sentence
+    (`alignment.copied_shares`) scores at most ``copied_score``."""
     version: str = "dev"
     cls_id: int = 101
     sep_id: int = 102

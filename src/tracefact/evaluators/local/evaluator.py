@@ -37,7 +37,7 @@ from tracefact.evaluators.base import (
     EvaluatorDescription,
     InvalidCaseError,
 )
-from tracefact.evaluators.local.alignment import FEATURES, sentence_features
+from tracefact.evaluators.local.alignment import FEATURES, copied_shares, sentence_features
 from tracefact.evaluators.local.batching import Batcher
 from tracefact.evaluators.local.config import ModelConfig
 from tracefact.evaluators.local.runtime import Runtime, load_runtime, model_dir
@@ -61,6 +61,8 @@ class SentenceEvidence:
     rows: list[list[float]]
     sequences: int
     """Model inputs read for the case (windows x answer groups)."""
+    copied: list[float]
+    """Per sentence, its share copied from the contexts (`alignment.copied_shares`)."""
 
 
 class LocalFactuality:
@@ -181,7 +183,8 @@ class LocalFactuality:
             offset += count
             aligned = sentence_features(case.input, case.contexts, plan.sentences)
             rows = [[logit, *row] for logit, row in zip(sentence_logits, aligned, strict=True)]
-            evidence.append(SentenceEvidence(plan.sentences, rows, len(plan.windows)))
+            copied = copied_shares(case.contexts, plan.sentences)
+            evidence.append(SentenceEvidence(plan.sentences, rows, len(plan.windows), copied))
         return evidence
 
     def evaluate_batch(self, cases: Sequence[EvalCase]) -> list[EvalResult]:
@@ -211,6 +214,12 @@ class LocalFactuality:
         sentence_scores = [
             _sigmoid(config.bias + sum(w * x for w, x in zip(config.weights, row, strict=True)))
             for row in evidence.rows
+        ]
+        # A sentence copied from the context is as supported as an answer gets, whatever
+        # the model makes of its style (HaluEval's faithful answers are rarely sentences).
+        sentence_scores = [
+            min(value, config.copied_score) if share >= config.copied_share else value
+            for value, share in zip(sentence_scores, evidence.copied, strict=True)
         ]
         # The answer is as unsupported as its worst sentence.
         score = max(sentence_scores)
@@ -250,5 +259,6 @@ class LocalFactuality:
                     zip(FEATURES, evidence.rows[sentence_scores.index(score)], strict=True)
                 ),
                 "sequences": evidence.sequences,
+                "copied_shares": [round(value, 4) for value in evidence.copied],
             },
         )
