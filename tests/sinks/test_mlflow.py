@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
+import time
 
 from tests.fakes.mlflow_server import fake_mlflow
 from tests.sinks.conftest import SinkCounts
@@ -39,8 +39,10 @@ def test_a_result_waits_for_its_trace_to_arrive() -> None:
         # Enough retries to outlast the arrival however slowly this machine runs.
         sink = MLflowAssessments(mlflow.base_url, max_retries=100, **FAST)
         sink.submit(late)
-        arrival = threading.Timer(0.2, mlflow.traces.add, [f"tr-{late.trace_id}"])
-        arrival.start()
+        deadline = time.monotonic() + 10
+        while not mlflow.api.requests and time.monotonic() < deadline:
+            time.sleep(0.01)  # the trace arrives only after the first attempt got its 404
+        mlflow.traces.add(f"tr-{late.trace_id}")
         assert sink.force_flush(5000)
         sink.shutdown()
     assert [a["source"]["source_type"] for a in mlflow.assessments] == ["CODE"]

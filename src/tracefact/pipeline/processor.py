@@ -49,6 +49,8 @@ from tracefact.sinks.base import ResultSink
 logger = logging.getLogger("tracefact")
 
 LOOP_BLOCKED = "an evaluator blocked the evaluation loop; the loop was replaced"
+MIN_GRACE_SECONDS = 0.5
+"""The least time a loop may go without a heartbeat before it counts as stuck."""
 STOP_SECONDS = 1.0
 """How long `shutdown` waits for the loop thread after cancelling what still runs."""
 
@@ -124,8 +126,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     @property
     def grace_seconds(self) -> float:
-        """How long past its timeout a job, or the loop, may stay unresponsive."""
-        return min(self.options.timeout_seconds, 1.0)
+        """How long past its timeout a job, or the loop, may stay unresponsive.
+
+        Never under half a second: on a busy machine a healthy loop can miss a tenth of
+        a second, and replacing it then would time out jobs that were about to finish.
+        """
+        return max(MIN_GRACE_SECONDS, min(self.options.timeout_seconds, 1.0))
 
     def _reset(self) -> None:
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
