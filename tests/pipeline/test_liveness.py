@@ -128,6 +128,20 @@ def test_an_evaluator_blocking_the_event_loop_cannot_hold_spans_past_their_limit
     assert len(evaluated_copies(p.exported())) == 2
 
 
+def test_a_span_given_a_status_while_open_frees_the_slot_it_reserved() -> None:
+    p = Pipeline(queue_size=1)
+    try:
+        with p.tracer.start_as_current_span(
+            "upstream", attributes={semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM}
+        ) as span:  # sampled at start: it holds the only slot
+            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_OK)  # judged elsewhere
+        later = p.llm_span(output="ok", question="later")
+        assert p.flush()
+        assert status_of(p, later) == semconv.STATUS_OK  # not dropped for want of a slot
+    finally:
+        p.close()
+
+
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_an_evaluator_swallowing_cancellation_still_frees_its_slot(concurrency: int) -> None:
     evaluator = ScriptedEvaluator()

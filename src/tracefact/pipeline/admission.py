@@ -48,6 +48,17 @@ class Admission:
         else:
             span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
 
+    def release(self, span: ReadableSpan) -> None:
+        """Free the slot reserved at start for a span that ends without evaluation.
+
+        A span read as nested only at its end, or given a status while it was open,
+        still holds the slot (and any budget reservation) it took at start.
+        """
+        assert span.context is not None, "an ended SDK span always has a context"
+        reserved = self.slots.take(span.context.span_id)
+        if reserved is not None:
+            self.slots.free(reserved)
+
     def at_end(self, span: ReadableSpan) -> Admitted:
         """The slot reserved at start, or a decision now for a span first seen ending."""
         assert span.context is not None, "an ended SDK span always has a context"

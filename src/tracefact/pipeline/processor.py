@@ -196,11 +196,13 @@ class EvaluationProcessor(WrapperSpanProcessor):
         reading = self.reader.read(span) if semconv.EVAL_STATUS not in attributes else None
         self.reader.on_end(span, role)
         if reading is not None and reading.skip_reason == semconv.SKIP_NESTED:
+            self._admission.release(span)
             skipped = {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
             self._delivery.export(copy_with(span, skipped), semconv.STATUS_SKIPPED)
             return
         status = attributes.get(semconv.EVAL_STATUS)
         if isinstance(status, str):  # decided at start, or already evaluated upstream
+            self._admission.release(span)
             self._delivery.export(span, status)
             return
         admitted = self._admission.at_end(span)
