@@ -79,7 +79,8 @@ class DocumentStore:
         self.max_documents = max_documents
         self.max_age_seconds = max_age_seconds
         self._clock = clock
-        self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        self.traces: OrderedDict[int, _Trace] = OrderedDict()
+        """The traces that have documents, oldest first; read-only outside this class."""
         self._size = 0
         self._evictions: Counter[str] = Counter()
         self._lock = threading.Lock()  # application threads add; the worker reads
@@ -88,10 +89,10 @@ class DocumentStore:
         now = self._clock()
         with self._lock:
             self._expire(now)
-            entry = self._traces.get(trace_id)
+            entry = self.traces.get(trace_id)
             if entry is None:
-                entry = self._traces[trace_id] = _Trace(now)
-            self._traces.move_to_end(trace_id)
+                entry = self.traces[trace_id] = _Trace(now)
+            self.traces.move_to_end(trace_id)
             entry.touched = now
             room = self.max_documents - len(entry.texts)
             if len(texts) > room:
@@ -104,25 +105,25 @@ class DocumentStore:
                 entry.texts.append(text)
                 entry.size += size
                 self._size += size
-            while len(self._traces) > self.max_traces:
+            while len(self.traces) > self.max_traces:
                 self._evict_oldest(EVICTED_TRACES)
             while self._size > self.max_bytes:
                 self._evict_oldest(EVICTED_BYTES)
 
     def documents(self, trace_id: int) -> list[str]:
-        if not self._traces:  # the common case, checked without the lock
+        if not self.traces:  # the common case, checked without the lock
             return []
         with self._lock:
             self._expire(self._clock())
-            entry = self._traces.get(trace_id)
+            entry = self.traces.get(trace_id)
             return list(entry.texts) if entry is not None else []
 
     def forget(self, trace_id: int) -> None:
         """The trace is over (its local root ended): its documents are not needed."""
-        if trace_id not in self._traces:  # racing an add() of another trace is harmless
+        if trace_id not in self.traces:  # racing an add() of another trace is harmless
             return
         with self._lock:
-            entry = self._traces.pop(trace_id, None)
+            entry = self.traces.pop(trace_id, None)
             if entry is not None:
                 self._size -= entry.size
 
@@ -133,16 +134,16 @@ class DocumentStore:
             return dict(self._evictions)
 
     def __len__(self) -> int:
-        return len(self._traces)
+        return len(self.traces)
 
     def _expire(self, now: float) -> None:
-        while self._traces:
-            oldest = next(iter(self._traces.values()))
+        while self.traces:
+            oldest = next(iter(self.traces.values()))
             if now - oldest.touched < self.max_age_seconds:
                 return
             self._evict_oldest(EVICTED_AGE)
 
     def _evict_oldest(self, reason: str) -> None:
-        _, entry = self._traces.popitem(last=False)
+        _, entry = self.traces.popitem(last=False)
         self._size -= entry.size
         self._evictions[reason] += len(entry.texts)

@@ -13,6 +13,14 @@ from tracefact import semconv
 Role = Literal["llm", "retriever"]
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+ROLE_KEYS = frozenset(
+    {
+        semconv.OPENINFERENCE_SPAN_KIND,
+        semconv.GEN_AI_OPERATION_NAME,
+        semconv.OPENLLMETRY_REQUEST_TYPE,
+    }
+)
+"""The attributes `span_role` looks at: a span with none of them has no role."""
 
 
 def span_role(attributes: Mapping[str, Any]) -> Role | None:

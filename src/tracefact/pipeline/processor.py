@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
 from tracefact._otel import reset_after_fork
-from tracefact.conventions import span_role
+from tracefact.conventions import ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Delivery
@@ -99,6 +99,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
         self._fanout = FanOut(sinks)
         self.reader = reader or SpanReader()
+        self._stored_traces = self.reader.store.traces  # truthy while any trace has documents
         self._metrics = PipelineMetrics(
             lambda: self._slots.held, meter_provider, lambda: self.reader.store.evictions
         )
@@ -174,7 +175,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Decide whether the span will be evaluated while it is still open."""
         self._downstream.on_start(span, parent_context)
-        if span_role(plain_attributes(span)) != "llm":
+        try:  # `plain_attributes` inlined: this runs for every span of the process
+            attributes = span._attributes._dict  # type: ignore[union-attr]
+        except AttributeError:
+            attributes = plain_attributes(span)
+        # Most spans carry none of the role keys: one C-level check sends them on.
+        if attributes.keys().isdisjoint(ROLE_KEYS) or span_role(attributes) != "llm":
             return
         marks = self.reader.on_llm_start(span, parent_context)  # nested, or grounded
         if self._closed:
@@ -186,10 +192,13 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Export the span at once, or hand it to the evaluation loop."""
-        attributes = plain_attributes(span)
-        role = span_role(attributes)
+        try:  # `plain_attributes` inlined, as in `on_start`
+            attributes = span._attributes._dict  # type: ignore[union-attr]
+        except AttributeError:
+            attributes = plain_attributes(span)
+        role = None if attributes.keys().isdisjoint(ROLE_KEYS) else span_role(attributes)
         if role != "llm" or span.context is None:
-            if role is not None or self.reader.holds_documents():
+            if role is not None or self._stored_traces:  # a retriever, or a root to forget
                 self.reader.on_end(span, role)
             self._downstream.on_end(span)
             return

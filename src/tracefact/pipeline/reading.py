@@ -34,8 +34,11 @@ def plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
     A missing key in the public mapping costs a raised and caught KeyError per lookup, here it costs
     nothing. Falls back to the public mapping should the SDK's internals change. Read-only.
     """
-    plain = getattr(getattr(span, "_attributes", None), "_dict", None)
-    return plain if isinstance(plain, dict) else (span.attributes or {})
+    try:
+        plain: dict[str, Any] = span._attributes._dict  # type: ignore[union-attr]
+    except AttributeError:
+        return span.attributes or {}
+    return plain
 
 
 class SpanReader:
