@@ -126,8 +126,8 @@ class Worker(Generic[Job]):
     async def _logged(self, job: Job) -> None:
         try:
             await self._handle(job)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            raise  # cancelled, or an abandoned loop's task closed at exit: nothing failed
         except BaseException:  # a bug in handling must not kill the loop
             logger.exception("tracefact: evaluation job failed")
 
@@ -150,9 +150,22 @@ class Worker(Generic[Job]):
             await stop_litellm_worker()  # its task would outlive the loop, noisily
             loop.stop()
 
+        # A loop left blocked by an evaluator keeps its tasks until the process ends; their
+        # jobs were settled already, so their destruction at exit is not worth a report.
+        loop.set_exception_handler(_quiet_about_abandoned_tasks)
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(cancel_all()))
         except RuntimeError:  # loop already closed
             return
         if timeout > 0:
             thread.join(timeout)
+
+
+def _quiet_about_abandoned_tasks(
+    loop: asyncio.AbstractEventLoop, context: dict[str, object]
+) -> None:
+    """A stopped loop's exception handler: pending tasks destroyed at exit are expected."""
+    message = context.get("message")
+    if isinstance(message, str) and message.startswith("Task was destroyed but it is pending"):
+        return
+    loop.default_exception_handler(context)
