@@ -22,6 +22,8 @@ from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.pipeline.outcome import Outcome
 
+Observer = Callable[[CallbackOptions], Iterable[Observation]]
+
 
 class ProcessMetrics:
     """tracefact's instruments on one meter provider, and the counts behind them."""
@@ -49,42 +51,47 @@ class ProcessMetrics:
         self.cost = meter.create_counter(
             semconv.METRIC_EVAL_COST, unit="USD", description="evaluation spend"
         )
-        meter.create_observable_counter(
-            semconv.METRIC_EVAL_SPANS,
-            callbacks=[self._observe_spans],
-            unit="{span}",
-            description="LLM spans by evaluation status",
+        counters: tuple[tuple[str, Observer, str, str], ...] = (
+            (
+                semconv.METRIC_EVAL_SPANS,
+                self._by_key(self._span_counts, "status"),
+                "{span}",
+                "LLM spans by evaluation status",
+            ),
+            (
+                semconv.METRIC_EVAL_DROPPED,
+                self._observe_dropped,
+                "{span}",
+                "spans not evaluated: queue full",
+            ),
+            (
+                semconv.METRIC_EXPORT_DROPPED,
+                self._by_key(self._export_drops, "reason"),
+                "{span}",
+                "spans that never reached an exporter, by reason",
+            ),
+            (
+                semconv.METRIC_SKIPPED,
+                self._by_key(self._skip_counts, "reason"),
+                "{span}",
+                "LLM spans skipped, by reason (tracefact.eval.skip_reason)",
+            ),
+            (
+                semconv.METRIC_DOCUMENTS_EVICTED,
+                self._observe_evicted,
+                "{document}",
+                "retrieved documents evicted from the per-trace store, by reason",
+            ),
         )
-        meter.create_observable_counter(
-            semconv.METRIC_EVAL_DROPPED,
-            callbacks=[self._observe_dropped],
-            unit="{span}",
-            description="spans not evaluated: queue full",
-        )
+        for name, observe, unit, description in counters:
+            meter.create_observable_counter(
+                name, callbacks=[observe], unit=unit, description=description
+            )
         meter.create_observable_gauge(
             semconv.METRIC_EVAL_QUEUE_DEPTH,
             callbacks=[self._observe_depth],
             unit="{span}",
             description="sampled spans held for evaluation",
-        )
-        meter.create_observable_counter(
-            semconv.METRIC_EXPORT_DROPPED,
-            callbacks=[self._observe_export_drops],
-            unit="{span}",
-            description="spans that never reached an exporter, by reason",
-        )
-
-        meter.create_observable_counter(
-            semconv.METRIC_SKIPPED,
-            callbacks=[self._observe_skipped],
-            unit="{span}",
-            description="LLM spans skipped, by reason (tracefact.eval.skip_reason)",
-        )
-        meter.create_observable_counter(
-            semconv.METRIC_DOCUMENTS_EVICTED,
-            callbacks=[self._observe_evicted],
-            unit="{document}",
-            description="retrieved documents evicted from the per-trace store, by reason",
         )
 
     def span_finished(self, status: str, skip_reason: str | None = None) -> None:
@@ -97,10 +104,15 @@ class ProcessMetrics:
         with self._lock:
             self._export_drops[reason] += count
 
-    def _observe_spans(self, options: CallbackOptions) -> Iterable[Observation]:
-        with self._lock:
-            counts = dict(self._span_counts)
-        return [Observation(n, {"status": status}) for status, n in counts.items()]
+    def _by_key(self, counts: Counter[str], label: str) -> Observer:
+        """An observer of `counts`, one observation per key, as the attribute `label`."""
+
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            with self._lock:
+                snapshot = dict(counts)
+            return [Observation(n, {label: key}) for key, n in snapshot.items()]
+
+        return observe
 
     def _observe_dropped(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
@@ -109,21 +121,11 @@ class ProcessMetrics:
     def _observe_depth(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(sum(p.queue_depth() for p in list(self.pipelines)))]
 
-    def _observe_skipped(self, options: CallbackOptions) -> Iterable[Observation]:
-        with self._lock:
-            counts = dict(self._skip_counts)
-        return [Observation(n, {"reason": reason}) for reason, n in counts.items()]
-
     def _observe_evicted(self, options: CallbackOptions) -> Iterable[Observation]:
         totals: Counter[str] = Counter()
         for pipeline in list(self.pipelines):
             totals.update(pipeline.evictions())
         return [Observation(n, {"reason": reason}) for reason, n in totals.items()]
-
-    def _observe_export_drops(self, options: CallbackOptions) -> Iterable[Observation]:
-        with self._lock:
-            counts = dict(self._export_drops)
-        return [Observation(n, {"reason": reason}) for reason, n in counts.items()]
 
 
 _lock = threading.Lock()
