@@ -29,4 +29,7 @@ def span_role(attributes: Mapping[str, Any]) -> Role | None:
         return "retriever" if operation == semconv.GEN_AI_OPERATION_RETRIEVAL else None
     if attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
         return "llm"
+    system = attributes.get(semconv.DB_SYSTEM)
+    if isinstance(system, str) and system in semconv.VECTOR_DB_SYSTEMS:
+        return "retriever"  # OpenLLMetry's vector DB spans; their results are events
     return None
