@@ -272,3 +272,21 @@ def test_garbage_gives_a_case_or_a_skip_reason_never_an_exception(key: str, valu
         reading = read_case({**attributes, **extra}, options=PROMPT)
         assert (reading.case is None) != (reading.skip_reason is None)
         assert reading.skip_reason in (None, *semconv.SKIP_REASONS)
+
+
+@pytest.mark.parametrize("mode", ["plain", "stream"])
+def test_a_recorded_openllmetry_legacy_span_reads_its_indexed_attributes(mode: str) -> None:
+    """A real span of OpenLLMetry's last indexed-attribute openai release.
+
+    opentelemetry-instrumentation-openai 0.54.0 writes gen_ai.prompt.N.* and
+    gen_ai.completion.N.*; 0.55.0 moved to gen_ai.input/output.messages.
+    Recorded with `--instrumentor openllmetry_legacy`.
+    """
+    [span] = load(f"openllmetry_legacy-grounded-{mode}")
+    assert "gen_ai.prompt.1.content" in span.attributes
+    assert semconv.GEN_AI_INPUT_MESSAGES not in span.attributes
+    reading = read_case(span.attributes, span.events, options=PROMPT)
+    assert reading.case is not None
+    assert reading.case.input == QUESTION
+    assert reading.case.output == ANSWERS["grounded"]
+    assert reading.case.contexts == ["Answer only from this document:\n" + DOCUMENT]

@@ -51,6 +51,9 @@ class Instrumentor:
     env: dict[str, str] = field(default_factory=dict)
     """Environment the instrumentor reads at import or instrument time."""
     scenarios: tuple[str, ...] = ("grounded", "invented")
+    pinned: str | None = None
+    """"package==version" this instrumentor stands for, when it is not the `instrumentors`
+    extra's: it is recorded only when named, in a venv that has exactly that release."""
 
     @contextmanager
     def active(self, provider: Any) -> Iterator[FakeOpenAI]:
@@ -104,6 +107,13 @@ INSTRUMENTORS: dict[str, Instrumentor] = {
     "openai_v2": Instrumentor(_openai_v2, OPENAI_V2_ENV),
     "openllmetry": Instrumentor(_openllmetry, {"TRACELOOP_METRICS_ENABLED": "false"}),
     "langchain": Instrumentor(_langchain, scenarios=("grounded", "invented", "retriever")),
+    # The last OpenLLMetry openai release that writes the indexed gen_ai.prompt.N.* /
+    # gen_ai.completion.N.* attributes (0.55.0 writes gen_ai.input/output.messages).
+    "openllmetry_legacy": Instrumentor(
+        _openllmetry,
+        {"TRACELOOP_METRICS_ENABLED": "false"},
+        pinned="opentelemetry-instrumentation-openai==0.54.0",
+    ),
 }
 
 
