@@ -98,7 +98,7 @@ def record(name: str, out: Path) -> None:
                 continue
             for stream in (False, True):
                 exporter.clear()
-                run_scenario(name, scenario, stream, server)
+                run_scenario(name, scenario, stream, server, provider)
                 provider.force_flush()
                 spans = exporter.get_finished_spans()
                 document = _normalise(encode_spans(spans), server.api.server.server_address[1])

@@ -72,13 +72,21 @@ async def test_grounded_and_invented_answers_get_the_right_labels(
 
 
 @pytest.mark.parametrize("mode", ["plain", "stream"])
-def test_a_langchain_retriever_span_grounds_the_llm_span_after_it(mode: str) -> None:
+@pytest.mark.parametrize(
+    "instrumentor",
+    # OpenInference's LangChain RETRIEVER span; OpenLLMetry's chromadb 0.62.4 `chroma.query`
+    # span (db.query.result events) before its openai 0.62.4 span, in one trace.
+    ["langchain", "openllmetry_chromadb"],
+)
+def test_a_recorded_retriever_span_grounds_the_llm_span_after_it(
+    instrumentor: str, mode: str
+) -> None:
     documents: list[str] = []
     readings = []
-    for span in load(f"langchain-retriever-{mode}"):  # in the order they ended
+    for span in load(f"{instrumentor}-retriever-{mode}"):  # in the order they ended
         role = span_role(span.attributes)
         if role == "retriever":
-            documents += retrieved_documents(span.attributes)
+            documents += retrieved_documents(span.attributes, span.events)
         elif role == "llm":
             readings.append(read_case(span.attributes, span.events, retrieved=documents))
     assert documents == [DOCUMENT]

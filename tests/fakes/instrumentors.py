@@ -89,6 +89,21 @@ def _openllmetry(provider: Any) -> Callable[[], None]:
     return instrumentor.uninstrument  # type: ignore[no-any-return]
 
 
+def _openllmetry_chromadb(provider: Any) -> Callable[[], None]:
+    from opentelemetry.instrumentation.chromadb import ChromaInstrumentor
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    chroma, llm = ChromaInstrumentor(), OpenAIInstrumentor()
+    chroma.instrument(tracer_provider=provider)
+    llm.instrument(tracer_provider=provider)
+
+    def undo() -> None:
+        llm.uninstrument()
+        chroma.uninstrument()
+
+    return undo
+
+
 def _langchain(provider: Any) -> Callable[[], None]:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -114,27 +129,63 @@ INSTRUMENTORS: dict[str, Instrumentor] = {
         {"TRACELOOP_METRICS_ENABLED": "false"},
         pinned="opentelemetry-instrumentation-openai==0.54.0",
     ),
+    # OpenLLMetry's vector DB spans: an in-memory Chroma query, then the OpenLLMetry openai
+    # call, in one trace. Recorded from a scratch venv (chromadb is too heavy for the extra).
+    "openllmetry_chromadb": Instrumentor(
+        _openllmetry_chromadb,
+        {"TRACELOOP_METRICS_ENABLED": "false", "ANONYMIZED_TELEMETRY": "False"},
+        scenarios=("retriever",),
+        pinned="opentelemetry-instrumentation-chromadb==0.62.4",
+    ),
 }
 
 
-def run_scenario(name: str, scenario: Scenario, stream: bool, server: FakeOpenAI) -> str:
-    """Make the scenario's call through the instrumented library; returns the answer."""
+def run_scenario(
+    name: str, scenario: Scenario, stream: bool, server: FakeOpenAI, provider: Any = None
+) -> str:
+    """Make the scenario's call through the instrumented library; returns the answer.
+
+    `provider` (the instrumented one) is needed by scenarios that open their own root span.
+    """
     server.reply(scenario.answer)
     if name == "langchain":
         return _langchain_call(scenario, stream, server)
+    if name == "openllmetry_chromadb":
+        return _chroma_call(stream, server, provider)
+    return _openai_call(messages(), stream, server)
+
+
+def _openai_call(prompt: list[dict[str, str]], stream: bool, server: FakeOpenAI) -> str:
     import openai
 
     client = openai.OpenAI(base_url=server.api_base, api_key=API_KEY, max_retries=0)
     if not stream:
-        response = client.chat.completions.create(model="gpt-4o-mini", messages=messages())  # type: ignore[arg-type]
+        response = client.chat.completions.create(model="gpt-4o-mini", messages=prompt)  # type: ignore[arg-type]
         return response.choices[0].message.content or ""
     chunks = client.chat.completions.create(
         model="gpt-4o-mini",
-        messages=messages(),  # type: ignore[arg-type]
+        messages=prompt,  # type: ignore[arg-type]
         stream=True,
         stream_options={"include_usage": True},
     )
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def _chroma_call(stream: bool, server: FakeOpenAI, provider: Any) -> str:
+    """Retrieve from an in-memory Chroma (given embeddings: no model), then answer."""
+    import chromadb
+
+    client = chromadb.EphemeralClient()
+    collection = client.get_or_create_collection("eiffel", embedding_function=None)
+    collection.upsert(ids=["eiffel"], documents=[DOCUMENT], embeddings=[[1.0, 0.0]])
+    with provider.get_tracer("rag-app").start_as_current_span("rag"):
+        found = collection.query(query_embeddings=[[1.0, 0.0]], n_results=1)
+        documents = found["documents"][0]
+        prompt = [
+            {"role": "system", "content": "Answer from the documents."},
+            {"role": "user", "content": f"Documents: {documents[0]}\nQuestion: {QUESTION}"},
+        ]
+        return _openai_call(prompt, stream, server)
 
 
 def _langchain_call(scenario: Scenario, stream: bool, server: FakeOpenAI) -> str:
