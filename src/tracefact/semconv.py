@@ -73,6 +73,9 @@ OPENLLMETRY_REQUEST_TYPE = "llm.request.type"
 """chat | completion | embedding: how older OpenLLMetry releases mark an LLM span."""
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+OPENLLMETRY_OPERATION_RETRIEVE = "vector_db_retrieve"
+"""`gen_ai.operation.name` of OpenLLMetry's LangChain retriever spans (0.62.4); their
+documents are in `traceloop.entity.output` as `{"documents": [{"page_content": ...}]}`."""
 DB_SYSTEM = "db.system"
 """The vector database an OpenLLMetry vector DB span queried (chroma, qdrant, pinecone...)."""
 VECTOR_DB_SYSTEMS = frozenset(

@@ -129,3 +129,30 @@ def test_openllmetry_vector_db_result_events_give_their_documents() -> None:
 )
 def test_other_databases_are_not_retrievers(attributes: dict[str, object]) -> None:
     assert span_role(attributes) is None
+
+
+def test_openllmetry_langchain_retriever_output_gives_its_documents() -> None:
+    # opentelemetry-instrumentation-langchain 0.62.4, callback_handler.on_retriever_start/end:
+    # gen_ai.operation.name=vector_db_retrieve, traceloop.span.kind=task, and the documents
+    # as traceloop.entity.output = {"documents": [{"page_content", "metadata"} | str], "count"}.
+    output = {
+        "documents": [
+            {"page_content": "Seattle is rainy.", "metadata": {"id": "w1"}},
+            "a document without page_content",
+            {"metadata": {"id": "w3"}},
+        ],
+        "count": 3,
+    }
+    attributes = {
+        semconv.GEN_AI_OPERATION_NAME: "vector_db_retrieve",
+        "traceloop.span.kind": "task",
+        semconv.TRACELOOP_ENTITY_OUTPUT: json.dumps(output),
+    }
+    assert span_role(attributes) == "retriever"
+    assert retrieved_documents(attributes) == [
+        "Seattle is rainy.",
+        "a document without page_content",
+    ]
+    for garbage in ("{", json.dumps({"documents": "no list"}), json.dumps([1, 2]), 5):
+        attributes[semconv.TRACELOOP_ENTITY_OUTPUT] = garbage
+        assert retrieved_documents(attributes) == []

@@ -26,9 +26,10 @@ def retrieved_documents(
     """The texts a retriever span of any convention returned, in order.
 
     OpenInference's and tracefact's `retrieval.documents.N.document.content`; the GenAI
-    conventions' `gen_ai.retrieval.documents` (a JSON array of document objects); and
-    OpenLLMetry's vector DB `db.query.result` events (`events` as (name, attributes)
-    pairs). Entries without text (ids only, content capture off, garbage) are left out.
+    conventions' `gen_ai.retrieval.documents` (a JSON array of document objects);
+    OpenLLMetry's LangChain retriever output (`traceloop.entity.output`) and its vector
+    DB `db.query.result` events (`events` as (name, attributes) pairs). Entries without
+    text (ids only, content capture off, garbage) are left out.
     """
     texts = _openinference_documents(attributes)
     if texts:
@@ -36,6 +37,11 @@ def retrieved_documents(
     texts = _gen_ai_documents(attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS))
     if texts:
         return texts
+    output = _json.loads(attributes.get(semconv.TRACELOOP_ENTITY_OUTPUT))
+    if isinstance(output, dict):
+        texts = _gen_ai_documents(output.get("documents"))
+        if texts:
+            return texts
     for name, event_attributes in events:
         if name == semconv.DB_QUERY_RESULT_EVENT:
             content = event_attributes.get(semconv.DB_QUERY_RESULT_DOCUMENT)
@@ -60,18 +66,24 @@ def _openinference_documents(attributes: Mapping[str, Any]) -> list[str]:
 
 
 def _gen_ai_documents(value: Any) -> list[str]:
-    """`[{"id": ..., "score": ..., "content": ...}, ...]`: the contents that are text."""
+    """`[{"id": ..., "score": ..., "content": ...}, ...]`: the contents that are text.
+
+    Also LangChain's `{"page_content": ...}` documents and plain strings.
+    """
     documents = _json.loads(value) if isinstance(value, str) else value
     if not isinstance(documents, (list, tuple)):
         return []
     texts = []
     for document in documents[:MAX_DOCUMENTS]:
         if isinstance(document, dict):
-            document = document.get("content", document.get("text"))
+            document = next((document[k] for k in _CONTENT_KEYS if k in document), None)
         text = _json.text_of(document)
         if _is_text(text):
             texts.append(text)
     return texts
+
+
+_CONTENT_KEYS = ("content", "text", "page_content")
 
 
 def _is_text(value: Any) -> TypeGuard[str]:

@@ -13,6 +13,9 @@ from tracefact import semconv
 Role = Literal["llm", "retriever"]
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+_RETRIEVAL_OPERATIONS = frozenset(
+    {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.OPENLLMETRY_OPERATION_RETRIEVE}
+)
 
 
 def span_role(attributes: Mapping[str, Any]) -> Role | None:
@@ -26,7 +29,7 @@ def span_role(attributes: Mapping[str, Any]) -> Role | None:
     if operation is not None:
         if operation in _LLM_OPERATIONS:
             return "llm"
-        return "retriever" if operation == semconv.GEN_AI_OPERATION_RETRIEVAL else None
+        return "retriever" if operation in _RETRIEVAL_OPERATIONS else None
     if attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
         return "llm"
     system = attributes.get(semconv.DB_SYSTEM)
