@@ -75,8 +75,9 @@ async def test_grounded_and_invented_answers_get_the_right_labels(
 @pytest.mark.parametrize(
     "instrumentor",
     # OpenInference's LangChain RETRIEVER span; OpenLLMetry's chromadb 0.62.4 `chroma.query`
-    # span (db.query.result events) before its openai 0.62.4 span, in one trace.
-    ["langchain", "openllmetry_chromadb"],
+    # span (db.query.result events) before its openai 0.62.4 span, in one trace; OpenLLMetry's
+    # langchain 0.62.4 `vector_db_retrieve` span (documents in traceloop.entity.output).
+    ["langchain", "openllmetry_chromadb", "openllmetry_langchain"],
 )
 def test_a_recorded_retriever_span_grounds_the_llm_span_after_it(
     instrumentor: str, mode: str

@@ -104,6 +104,14 @@ def _openllmetry_chromadb(provider: Any) -> Callable[[], None]:
     return undo
 
 
+def _openllmetry_langchain(provider: Any) -> Callable[[], None]:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    instrumentor = LangchainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    return instrumentor.uninstrument  # type: ignore[no-any-return]
+
+
 def _langchain(provider: Any) -> Callable[[], None]:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -137,6 +145,14 @@ INSTRUMENTORS: dict[str, Instrumentor] = {
         scenarios=("retriever",),
         pinned="opentelemetry-instrumentation-chromadb==0.62.4",
     ),
+    # OpenLLMetry's LangChain retriever span (the fake retriever) and its LLM span.
+    # Recorded from a scratch venv: it instruments LangChain as OpenInference's does.
+    "openllmetry_langchain": Instrumentor(
+        _openllmetry_langchain,
+        {"TRACELOOP_METRICS_ENABLED": "false"},
+        scenarios=("retriever",),
+        pinned="opentelemetry-instrumentation-langchain==0.62.4",
+    ),
 }
 
 
@@ -148,7 +164,7 @@ def run_scenario(
     `provider` (the instrumented one) is needed by scenarios that open their own root span.
     """
     server.reply(scenario.answer)
-    if name == "langchain":
+    if name in ("langchain", "openllmetry_langchain"):
         return _langchain_call(scenario, stream, server)
     if name == "openllmetry_chromadb":
         return _chroma_call(stream, server, provider)
