@@ -17,6 +17,10 @@ outside the repository that has that release, the SDK and the OTLP encoder:
         openai==3.54.0 opentelemetry-sdk opentelemetry-exporter-otlp-proto-common
     /work/scratch/legacy/bin/python scripts/record_instrumentor_fixtures.py \
         tests/fixtures/otlp --instrumentor openllmetry_legacy
+
+OpenLLMetry's retriever spans likewise, from a venv with chromadb, langchain-core 1.7.2,
+langchain-openai 1.7.3 and OpenLLMetry's chromadb, langchain and openai instrumentations
+0.62.4: `--instrumentor openllmetry_chromadb --instrumentor openllmetry_langchain`.
 """
 
 from __future__ import annotations
