@@ -13,6 +13,8 @@ from tracefact import semconv
 Role = Literal["llm", "retriever"]
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+_DB_SYSTEM = semconv.DB_SYSTEM
+_VECTOR_DB_SYSTEMS = semconv.VECTOR_DB_SYSTEMS
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.OPENLLMETRY_OPERATION_RETRIEVE}
 )
@@ -32,7 +34,7 @@ def span_role(attributes: Mapping[str, Any]) -> Role | None:
         return "retriever" if operation in _RETRIEVAL_OPERATIONS else None
     if attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
         return "llm"
-    system = attributes.get(semconv.DB_SYSTEM)
-    if isinstance(system, str) and system in semconv.VECTOR_DB_SYSTEMS:
+    system = attributes.get(_DB_SYSTEM)
+    if system is not None and isinstance(system, str) and system in _VECTOR_DB_SYSTEMS:
         return "retriever"  # OpenLLMetry's vector DB spans; their results are events
     return None
