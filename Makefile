@@ -54,7 +54,9 @@ test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
 	done
 	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py
 
-# Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result).
+# Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result). Those
+# pinned to another release (Instrumentor.pinned: OpenLLMetry openai 0.54.0, chromadb,
+# langchain) are recorded from a scratch venv: see the script's docstring.
 fixtures: $(INSTRUMENTORS_VENV)/.installed
 	$(INSTRUMENTORS_VENV)/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
 

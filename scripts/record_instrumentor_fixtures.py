@@ -6,8 +6,21 @@ Each instrumentor runs in its own subprocess: two instrumentors of the openai SD
 both be active in one process. Ids, times and the server's port are normalised so the
 files only change when an instrumentor changes what it emits.
 
-    make instrumentors-venv   # or any venv with the `instrumentors` extra
-    .venv-instrumentors/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
+    make fixtures   # .venv-instrumentors (the `instrumentors` extra), every unpinned one
+
+An instrumentor pinned to an older release (`Instrumentor.pinned`, e.g. OpenLLMetry's
+last indexed-attribute openai release) is recorded only when named, from a scratch venv
+outside the repository that has that release, the SDK and the OTLP encoder:
+
+    python -m venv /work/scratch/legacy
+    /work/scratch/legacy/bin/pip install opentelemetry-instrumentation-openai==0.54.0 \
+        openai==3.54.0 opentelemetry-sdk opentelemetry-exporter-otlp-proto-common
+    /work/scratch/legacy/bin/python scripts/record_instrumentor_fixtures.py \
+        tests/fixtures/otlp --instrumentor openllmetry_legacy
+
+OpenLLMetry's retriever spans likewise, from a venv with chromadb, langchain-core 1.7.2,
+langchain-openai 1.7.3 and OpenLLMetry's chromadb, langchain and openai instrumentations
+0.62.4: `--instrumentor openllmetry_chromadb --instrumentor openllmetry_langchain`.
 """
 
 from __future__ import annotations
@@ -38,16 +51,39 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="directory for the OTLP/JSON files")
+    parser.add_argument(
+        "--instrumentor",
+        action="append",
+        choices=sorted(INSTRUMENTORS),
+        help="record only these (repeatable); default: every one not pinned to an old release",
+    )
     parser.add_argument("--only", choices=sorted(INSTRUMENTORS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only:
         record(args.only, args.out)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in sorted(INSTRUMENTORS):
+    names = args.instrumentor or [n for n in sorted(INSTRUMENTORS) if not INSTRUMENTORS[n].pinned]
+    for name in names:
+        _check_pin(INSTRUMENTORS[name].pinned)
         env = {**os.environ, **INSTRUMENTORS[name].env}
         command = [sys.executable, __file__, str(args.out), "--only", name]
         subprocess.run(command, check=True, env=env)
+
+
+def _check_pin(pinned: str | None) -> None:
+    """Refuse to record an old release's fixtures with another release installed."""
+    if pinned is None:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    package, wanted = pinned.split("==")
+    try:
+        installed = version(package)
+    except PackageNotFoundError:
+        installed = "not installed"
+    if installed != wanted:
+        sys.exit(f"{pinned} is needed to record this instrumentor; this venv has {installed}")
 
 
 def record(name: str, out: Path) -> None:
@@ -66,7 +102,7 @@ def record(name: str, out: Path) -> None:
                 continue
             for stream in (False, True):
                 exporter.clear()
-                run_scenario(name, scenario, stream, server)
+                run_scenario(name, scenario, stream, server, provider)
                 provider.force_flush()
                 spans = exporter.get_finished_spans()
                 document = _normalise(encode_spans(spans), server.api.server.server_address[1])

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+
 import tracefact
 from tests.conftest import Spans
+from tracefact import semconv
 
 
 @dataclass
@@ -128,3 +132,54 @@ async def test_concurrent_asyncio_tasks_do_not_share_documents(spans: Spans) -> 
     await asyncio.gather(*(arag(f"q{i}") for i in range(20)))
     by_question = _contexts_by_question(spans)
     assert by_question == {f"q{i}": (f"doc about q{i}",) for i in range(20)}
+
+
+def genai_chat(tracer: trace.Tracer, answer_text: str) -> None:
+    """An LLM span as OpenLLMetry's current releases and the GenAI instrumentors write it."""
+    attributes = {
+        semconv.GEN_AI_OPERATION_NAME: "chat",
+        semconv.GEN_AI_INPUT_MESSAGES: json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]
+        ),
+        semconv.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer_text}]}]
+        ),
+    }
+    with tracer.start_as_current_span("chat gpt-4o-mini", attributes=attributes):
+        pass
+
+
+def test_a_gen_ai_retrieval_span_grounds_the_llm_span_after_it(spans: Spans) -> None:
+    tracer = trace.get_tracer("genai-app")
+    with tracer.start_as_current_span("rag"):
+        documents = json.dumps([{"id": "w1", "score": 0.9, "content": "Seattle is rainy."}])
+        retrieval = {
+            semconv.GEN_AI_OPERATION_NAME: "retrieval",
+            semconv.GEN_AI_RETRIEVAL_DOCUMENTS: documents,
+        }
+        with tracer.start_as_current_span("retrieval kb", attributes=retrieval):
+            pass
+        genai_chat(tracer, "Seattle is rainy.")
+    genai_chat(tracer, "Seattle is rainy.")  # another trace: nothing retrieved there
+    chat_spans = [s for s in spans.all() if s.name == "chat gpt-4o-mini"]
+    grounded, alone = sorted(chat_spans, key=lambda s: semconv.CONTEXTS in s.attributes)[::-1]
+    assert grounded.attributes[semconv.CONTEXTS] == ("Seattle is rainy.",)
+    assert grounded.attributes[semconv.CONTEXTS_SOURCE] == "retrieval"
+    assert alone.attributes[semconv.EVAL_SKIP_REASON] == "no_contexts"
+
+
+def test_an_openllmetry_vector_db_query_grounds_the_llm_span_after_it(spans: Spans) -> None:
+    tracer = trace.get_tracer("openllmetry-app")
+    with tracer.start_as_current_span("rag"):
+        with tracer.start_as_current_span("chroma.query") as query:
+            query.set_attributes({"db.system": "chroma", "db.operation": "query"})
+            for i, text in enumerate(["Seattle is rainy.", "It is cool in spring."]):
+                query.add_event(
+                    "db.query.result",
+                    {"db.query.result.id": f"d{i}", "db.query.result.document": text},
+                )
+        genai_chat(tracer, "Seattle is rainy.")
+    chat = spans.one("chat gpt-4o-mini")
+    assert chat.attributes[semconv.CONTEXTS] == ("Seattle is rainy.", "It is cool in spring.")
+    assert chat.attributes[semconv.CONTEXTS_SOURCE] == "retrieval"
+    assert chat.attributes[semconv.EVAL_STATUS] == "ok"

@@ -64,12 +64,28 @@ GEN_AI_CONTENT_PROMPT_EVENT = "gen_ai.content.prompt"
 GEN_AI_CONTENT_COMPLETION_EVENT = "gen_ai.content.completion"
 GEN_AI_OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
 GEN_AI_OPERATION_RETRIEVAL = gen_ai.GenAiOperationNameValues.RETRIEVAL.value
+GEN_AI_RETRIEVAL_DOCUMENTS = gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS
+"""JSON array on a `retrieval` span: one object per document (`id`, `score`, and `content`
+when content capture is on); read for `content` (or `text`) only."""
 
 # --- OpenLLMetry (Traceloop) --------------------------------------------------
 OPENLLMETRY_REQUEST_TYPE = "llm.request.type"
 """chat | completion | embedding: how older OpenLLMetry releases mark an LLM span."""
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+OPENLLMETRY_OPERATION_RETRIEVE = "vector_db_retrieve"
+"""`gen_ai.operation.name` of OpenLLMetry's LangChain retriever spans (0.62.4); their
+documents are in `traceloop.entity.output` as `{"documents": [{"page_content": ...}]}`."""
+DB_SYSTEM = "db.system"
+"""The vector database an OpenLLMetry vector DB span queried (chroma, qdrant, pinecone...)."""
+VECTOR_DB_SYSTEMS = frozenset(
+    {"chroma", "pinecone", "qdrant", "weaviate", "milvus", "lancedb", "marqo"}
+)
+"""`db.system` values of OpenLLMetry's vector DB instrumentations: their spans are retrievers."""
+DB_QUERY_RESULT_EVENT = "db.query.result"
+"""OpenLLMetry: one event per document a vector DB query returned."""
+DB_QUERY_RESULT_DOCUMENT = "db.query.result.document"
+"""The text of the document on a `db.query.result` event (when content tracing is on)."""
 
 # --- tracefact instrumentation -------------------------------------------------
 CONTEXTS = "tracefact.contexts"

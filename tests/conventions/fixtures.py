@@ -8,7 +8,7 @@ from pathlib import Path
 from tracefact.conventions.otlp import OtlpSpan, spans_from_otlp_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "otlp"
-INSTRUMENTORS = ("openinference", "openai_v2", "openllmetry", "langchain")
+INSTRUMENTORS = ("openinference", "openai_v2", "openllmetry", "openllmetry_legacy", "langchain")
 
 
 def load(name: str) -> list[OtlpSpan]:

@@ -72,13 +72,22 @@ async def test_grounded_and_invented_answers_get_the_right_labels(
 
 
 @pytest.mark.parametrize("mode", ["plain", "stream"])
-def test_a_langchain_retriever_span_grounds_the_llm_span_after_it(mode: str) -> None:
+@pytest.mark.parametrize(
+    "instrumentor",
+    # OpenInference's LangChain RETRIEVER span; OpenLLMetry's chromadb 0.62.4 `chroma.query`
+    # span (db.query.result events) before its openai 0.62.4 span, in one trace; OpenLLMetry's
+    # langchain 0.62.4 `vector_db_retrieve` span (documents in traceloop.entity.output).
+    ["langchain", "openllmetry_chromadb", "openllmetry_langchain"],
+)
+def test_a_recorded_retriever_span_grounds_the_llm_span_after_it(
+    instrumentor: str, mode: str
+) -> None:
     documents: list[str] = []
     readings = []
-    for span in load(f"langchain-retriever-{mode}"):  # in the order they ended
+    for span in load(f"{instrumentor}-retriever-{mode}"):  # in the order they ended
         role = span_role(span.attributes)
         if role == "retriever":
-            documents += retrieved_documents(span.attributes)
+            documents += retrieved_documents(span.attributes, span.events)
         elif role == "llm":
             readings.append(read_case(span.attributes, span.events, retrieved=documents))
     assert documents == [DOCUMENT]
@@ -272,3 +281,33 @@ def test_garbage_gives_a_case_or_a_skip_reason_never_an_exception(key: str, valu
         reading = read_case({**attributes, **extra}, options=PROMPT)
         assert (reading.case is None) != (reading.skip_reason is None)
         assert reading.skip_reason in (None, *semconv.SKIP_REASONS)
+
+
+@pytest.mark.parametrize("mode", ["plain", "stream"])
+def test_a_recorded_openllmetry_legacy_span_reads_its_indexed_attributes(mode: str) -> None:
+    """A real span of OpenLLMetry's last indexed-attribute openai release.
+
+    opentelemetry-instrumentation-openai 0.54.0 writes gen_ai.prompt.N.* and
+    gen_ai.completion.N.*; 0.55.0 moved to gen_ai.input/output.messages.
+    Recorded with `--instrumentor openllmetry_legacy`.
+    """
+    [span] = load(f"openllmetry_legacy-grounded-{mode}")
+    assert "gen_ai.prompt.1.content" in span.attributes
+    assert semconv.GEN_AI_INPUT_MESSAGES not in span.attributes
+    reading = read_case(span.attributes, span.events, options=PROMPT)
+    assert reading.case is not None
+    assert reading.case.input == QUESTION
+    assert reading.case.output == ANSWERS["grounded"]
+    assert reading.case.contexts == ["Answer only from this document:\n" + DOCUMENT]
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"gen_ai.operation.name": {"kvlist": "from OTLP"}},
+        {"llm.request.type": ["chat"]},
+        {"db.system": {"name": "chroma"}},
+    ],
+)
+def test_role_attributes_of_the_wrong_type_give_no_role(attributes: dict[str, object]) -> None:
+    assert span_role(attributes) is None

@@ -51,6 +51,9 @@ class Instrumentor:
     env: dict[str, str] = field(default_factory=dict)
     """Environment the instrumentor reads at import or instrument time."""
     scenarios: tuple[str, ...] = ("grounded", "invented")
+    pinned: str | None = None
+    """"package==version" this instrumentor stands for, when it is not the `instrumentors`
+    extra's: it is recorded only when named, in a venv that has exactly that release."""
 
     @contextmanager
     def active(self, provider: Any) -> Iterator[FakeOpenAI]:
@@ -86,6 +89,29 @@ def _openllmetry(provider: Any) -> Callable[[], None]:
     return instrumentor.uninstrument  # type: ignore[no-any-return]
 
 
+def _openllmetry_chromadb(provider: Any) -> Callable[[], None]:
+    from opentelemetry.instrumentation.chromadb import ChromaInstrumentor
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    chroma, llm = ChromaInstrumentor(), OpenAIInstrumentor()
+    chroma.instrument(tracer_provider=provider)
+    llm.instrument(tracer_provider=provider)
+
+    def undo() -> None:
+        llm.uninstrument()
+        chroma.uninstrument()
+
+    return undo
+
+
+def _openllmetry_langchain(provider: Any) -> Callable[[], None]:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    instrumentor = LangchainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    return instrumentor.uninstrument  # type: ignore[no-any-return]
+
+
 def _langchain(provider: Any) -> Callable[[], None]:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -104,27 +130,78 @@ INSTRUMENTORS: dict[str, Instrumentor] = {
     "openai_v2": Instrumentor(_openai_v2, OPENAI_V2_ENV),
     "openllmetry": Instrumentor(_openllmetry, {"TRACELOOP_METRICS_ENABLED": "false"}),
     "langchain": Instrumentor(_langchain, scenarios=("grounded", "invented", "retriever")),
+    # The last OpenLLMetry openai release that writes the indexed gen_ai.prompt.N.* /
+    # gen_ai.completion.N.* attributes (0.55.0 writes gen_ai.input/output.messages).
+    "openllmetry_legacy": Instrumentor(
+        _openllmetry,
+        {"TRACELOOP_METRICS_ENABLED": "false"},
+        pinned="opentelemetry-instrumentation-openai==0.54.0",
+    ),
+    # OpenLLMetry's vector DB spans: an in-memory Chroma query, then the OpenLLMetry openai
+    # call, in one trace. Recorded from a scratch venv (chromadb is too heavy for the extra).
+    "openllmetry_chromadb": Instrumentor(
+        _openllmetry_chromadb,
+        {"TRACELOOP_METRICS_ENABLED": "false", "ANONYMIZED_TELEMETRY": "False"},
+        scenarios=("retriever",),
+        pinned="opentelemetry-instrumentation-chromadb==0.62.4",
+    ),
+    # OpenLLMetry's LangChain retriever span (the fake retriever) and its LLM span.
+    # Recorded from a scratch venv: it instruments LangChain as OpenInference's does.
+    "openllmetry_langchain": Instrumentor(
+        _openllmetry_langchain,
+        {"TRACELOOP_METRICS_ENABLED": "false"},
+        scenarios=("retriever",),
+        pinned="opentelemetry-instrumentation-langchain==0.62.4",
+    ),
 }
 
 
-def run_scenario(name: str, scenario: Scenario, stream: bool, server: FakeOpenAI) -> str:
-    """Make the scenario's call through the instrumented library; returns the answer."""
+def run_scenario(
+    name: str, scenario: Scenario, stream: bool, server: FakeOpenAI, provider: Any = None
+) -> str:
+    """Make the scenario's call through the instrumented library; returns the answer.
+
+    `provider` (the instrumented one) is needed by scenarios that open their own root span.
+    """
     server.reply(scenario.answer)
-    if name == "langchain":
+    if name in ("langchain", "openllmetry_langchain"):
         return _langchain_call(scenario, stream, server)
+    if name == "openllmetry_chromadb":
+        return _chroma_call(stream, server, provider)
+    return _openai_call(messages(), stream, server)
+
+
+def _openai_call(prompt: list[dict[str, str]], stream: bool, server: FakeOpenAI) -> str:
     import openai
 
     client = openai.OpenAI(base_url=server.api_base, api_key=API_KEY, max_retries=0)
     if not stream:
-        response = client.chat.completions.create(model="gpt-4o-mini", messages=messages())  # type: ignore[arg-type]
+        response = client.chat.completions.create(model="gpt-4o-mini", messages=prompt)  # type: ignore[arg-type]
         return response.choices[0].message.content or ""
     chunks = client.chat.completions.create(
         model="gpt-4o-mini",
-        messages=messages(),  # type: ignore[arg-type]
+        messages=prompt,  # type: ignore[arg-type]
         stream=True,
         stream_options={"include_usage": True},
     )
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def _chroma_call(stream: bool, server: FakeOpenAI, provider: Any) -> str:
+    """Retrieve from an in-memory Chroma (given embeddings: no model), then answer."""
+    import chromadb
+
+    client = chromadb.EphemeralClient()
+    collection = client.get_or_create_collection("eiffel", embedding_function=None)
+    collection.upsert(ids=["eiffel"], documents=[DOCUMENT], embeddings=[[1.0, 0.0]])
+    with provider.get_tracer("rag-app").start_as_current_span("rag"):
+        found = collection.query(query_embeddings=[[1.0, 0.0]], n_results=1)
+        documents = found["documents"][0]
+        prompt = [
+            {"role": "system", "content": "Answer from the documents."},
+            {"role": "user", "content": f"Documents: {documents[0]}\nQuestion: {QUESTION}"},
+        ]
+        return _openai_call(prompt, stream, server)
 
 
 def _langchain_call(scenario: Scenario, stream: bool, server: FakeOpenAI) -> str:

@@ -11,19 +11,48 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeGuard
 
 from tracefact import semconv
+from tracefact.conventions import _json
 
 MAX_DOCUMENTS = 1000
 
 
-def retrieved_documents(attributes: Mapping[str, Any]) -> list[str]:
-    """The texts of `retrieval.documents.N.document.content`, in order.
+def retrieved_documents(
+    attributes: Mapping[str, Any], events: Iterable[tuple[str, Mapping[str, Any]]] = ()
+) -> list[str]:
+    """The texts a retriever span of any convention returned, in order.
 
-    OpenInference's and tracefact's own retriever spans; non-text entries are left out.
+    OpenInference's and tracefact's `retrieval.documents.N.document.content`; the GenAI
+    conventions' `gen_ai.retrieval.documents` (a JSON array of document objects);
+    OpenLLMetry's LangChain retriever output (`traceloop.entity.output`) and its vector
+    DB `db.query.result` events (`events` as (name, attributes) pairs). Entries without
+    text (ids only, content capture off, garbage) are left out.
     """
+    texts = _openinference_documents(attributes)
+    if texts:
+        return texts
+    texts = _gen_ai_documents(attributes.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS))
+    if texts:
+        return texts
+    output = _json.loads(attributes.get(semconv.TRACELOOP_ENTITY_OUTPUT))
+    if isinstance(output, dict):
+        texts = _gen_ai_documents(output.get("documents"))
+        if texts:
+            return texts
+    for name, event_attributes in events:
+        if name == semconv.DB_QUERY_RESULT_EVENT:
+            content = event_attributes.get(semconv.DB_QUERY_RESULT_DOCUMENT)
+            if _is_text(content):
+                texts.append(content)
+                if len(texts) >= MAX_DOCUMENTS:
+                    break
+    return texts
+
+
+def _openinference_documents(attributes: Mapping[str, Any]) -> list[str]:
     texts = []
     for i in range(MAX_DOCUMENTS):
         content = attributes.get(semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT))
@@ -31,9 +60,34 @@ def retrieved_documents(attributes: Mapping[str, Any]) -> list[str]:
             if attributes.get(semconv.retrieval_document(i, semconv.DOCUMENT_ID)) is None:
                 break
             continue
-        if isinstance(content, str) and content.strip():
+        if _is_text(content):
             texts.append(content)
     return texts
+
+
+def _gen_ai_documents(value: Any) -> list[str]:
+    """`[{"id": ..., "score": ..., "content": ...}, ...]`: the contents that are text.
+
+    Also LangChain's `{"page_content": ...}` documents and plain strings.
+    """
+    documents = _json.loads(value) if isinstance(value, str) else value
+    if not isinstance(documents, (list, tuple)):
+        return []
+    texts = []
+    for document in documents[:MAX_DOCUMENTS]:
+        if isinstance(document, dict):
+            document = next((document[k] for k in _CONTENT_KEYS if k in document), None)
+        text = _json.text_of(document)
+        if _is_text(text):
+            texts.append(text)
+    return texts
+
+
+_CONTENT_KEYS = ("content", "text", "page_content")
+
+
+def _is_text(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and bool(value.strip())
 
 
 EVICTED_BYTES = "bytes"

@@ -13,11 +13,17 @@ from tracefact import semconv
 Role = Literal["llm", "retriever"]
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+_DB_SYSTEM = semconv.DB_SYSTEM
+_VECTOR_DB_SYSTEMS = semconv.VECTOR_DB_SYSTEMS
+_RETRIEVAL_OPERATIONS = frozenset(
+    {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.OPENLLMETRY_OPERATION_RETRIEVE}
+)
 ROLE_KEYS = frozenset(
     {
         semconv.OPENINFERENCE_SPAN_KIND,
         semconv.GEN_AI_OPERATION_NAME,
         semconv.OPENLLMETRY_REQUEST_TYPE,
+        semconv.DB_SYSTEM,
     }
 )
 """The attributes `span_role` looks at: a span with none of them has no role."""
@@ -31,10 +37,14 @@ def span_role(attributes: Mapping[str, Any]) -> Role | None:
             return "llm"
         return "retriever" if kind == semconv.KIND_RETRIEVER else None
     operation = attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    if operation is not None:
+    if isinstance(operation, str):  # an OTLP kvlist decodes to a dict: not hashable
         if operation in _LLM_OPERATIONS:
             return "llm"
-        return "retriever" if operation == semconv.GEN_AI_OPERATION_RETRIEVAL else None
-    if attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE) in _OPENLLMETRY_LLM_TYPES:
+        return "retriever" if operation in _RETRIEVAL_OPERATIONS else None
+    request_type = attributes.get(semconv.OPENLLMETRY_REQUEST_TYPE)
+    if isinstance(request_type, str) and request_type in _OPENLLMETRY_LLM_TYPES:
         return "llm"
+    system = attributes.get(_DB_SYSTEM)
+    if isinstance(system, str) and system in _VECTOR_DB_SYSTEMS:
+        return "retriever"  # OpenLLMetry's vector DB spans; their results are events
     return None

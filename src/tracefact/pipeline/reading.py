@@ -73,7 +73,8 @@ class SpanReader:
             with self._lock:
                 self._live.discard(context.span_id)
         elif role == "retriever":
-            documents = retrieved_documents(span.attributes or {})
+            events = [(e.name, e.attributes or {}) for e in span.events]
+            documents = retrieved_documents(span.attributes or {}, events)
             if documents:
                 self.store.add(context.trace_id, documents)
         if span.parent is None or span.parent.is_remote:
