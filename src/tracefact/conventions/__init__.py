@@ -8,9 +8,10 @@ processor and the collector read spans through this package and nothing else.
 from tracefact.conventions.documents import DocumentStore, retrieved_documents
 from tracefact.conventions.mapping import MappingFunction, SpanMapping, compile_mapping
 from tracefact.conventions.reader import Reading, ReadOptions, read_case
-from tracefact.conventions.roles import ROLE_KEYS, Role, span_role
+from tracefact.conventions.roles import LLM_ROLE_KEYS, ROLE_KEYS, Role, span_role
 
 __all__ = [
+    "LLM_ROLE_KEYS",
     "ROLE_KEYS",
     "DocumentStore",
     "MappingFunction",

@@ -18,14 +18,15 @@ _VECTOR_DB_SYSTEMS = semconv.VECTOR_DB_SYSTEMS
 _RETRIEVAL_OPERATIONS = frozenset(
     {semconv.GEN_AI_OPERATION_RETRIEVAL, semconv.OPENLLMETRY_OPERATION_RETRIEVE}
 )
-ROLE_KEYS = frozenset(
+LLM_ROLE_KEYS = frozenset(
     {
         semconv.OPENINFERENCE_SPAN_KIND,
         semconv.GEN_AI_OPERATION_NAME,
         semconv.OPENLLMETRY_REQUEST_TYPE,
-        semconv.DB_SYSTEM,
     }
 )
+"""The attributes that can make a span an LLM span: a span with none of them is not one."""
+ROLE_KEYS = LLM_ROLE_KEYS | {semconv.DB_SYSTEM}
 """The attributes `span_role` looks at: a span with none of them has no role."""
 
 

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
 from tracefact._otel import reset_after_fork
-from tracefact.conventions import ROLE_KEYS, span_role
+from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Delivery
@@ -179,8 +179,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
             attributes = plain_attributes(span)
-        # Most spans carry none of the role keys: one C-level check sends them on.
-        if attributes.keys().isdisjoint(ROLE_KEYS) or span_role(attributes) != "llm":
+        # Most spans carry none of the LLM role keys: one C-level check sends them on.
+        if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
             return
         marks = self.reader.on_llm_start(span, parent_context)  # nested, or grounded
         if self._closed:
