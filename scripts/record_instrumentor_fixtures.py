@@ -12,10 +12,10 @@ An instrumentor pinned to an older release (`Instrumentor.pinned`, e.g. OpenLLMe
 last indexed-attribute openai release) is recorded only when named, from a scratch venv
 outside the repository that has that release, the SDK and the OTLP encoder:
 
-    python -m venv /work/scratch/legacy
-    /work/scratch/legacy/bin/pip install opentelemetry-instrumentation-openai==0.54.0 \
+    python -m venv ../legacy-venv
+    ../legacy-venv/bin/pip install opentelemetry-instrumentation-openai==0.54.0 \
         openai==3.54.0 opentelemetry-sdk opentelemetry-exporter-otlp-proto-common
-    /work/scratch/legacy/bin/python scripts/record_instrumentor_fixtures.py \
+    ../legacy-venv/bin/python scripts/record_instrumentor_fixtures.py \
         tests/fixtures/otlp --instrumentor openllmetry_legacy
 
 OpenLLMetry's retriever spans likewise, from a venv with chromadb, langchain-core 1.7.2,
