@@ -22,7 +22,7 @@ from typing import IO, Any
 from tracefact._imports import stop_litellm_worker
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
 from tracefact.evaluators.confusion import Confusion, by_group
-from tracefact.evaluators.registry import DEFAULT_SPEC, JUDGES, SPECS, from_spec
+from tracefact.evaluators.registry import DEFAULT_SPEC, SPECS, from_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,13 +115,9 @@ def _positive_float(text: str) -> float:
 def make_evaluator(spec: str, api_base: str | None = None) -> Evaluator:
     """An evaluator from its command-line spec; imports only what that evaluator needs."""
     evaluator = from_spec(spec, api_base)
-    if spec.strip().partition(":")[0] in JUDGES:
-        # Checked once here, so a missing key is one line, not one error per case.
-        from tracefact._imports import import_litellm
-        from tracefact.evaluators._litellm import check_credentials
-
-        model, options = getattr(evaluator, "model", ""), getattr(evaluator, "litellm_kwargs", {})
-        check_credentials(import_litellm(), model, options)
+    check_credentials = getattr(evaluator, "check_credentials", None)
+    if callable(check_credentials):  # the judges: a missing key is one line, not one per case
+        check_credentials()
     return evaluator
 
 

@@ -16,8 +16,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
+from tracefact._imports import import_litellm
 from tracefact.evaluators import _prompts
-from tracefact.evaluators._litellm import DEFAULT_TIMEOUT_SECONDS, JudgeReply, Reply, ask_json
+from tracefact.evaluators._litellm import (
+    DEFAULT_TIMEOUT_SECONDS,
+    JudgeReply,
+    Reply,
+    ask_json,
+    check_credentials,
+)
 from tracefact.evaluators._prompts import JudgeExample
 from tracefact.evaluators.base import (
     FACTUAL,
@@ -100,6 +107,14 @@ class _Judge:
     def _settings(self) -> dict[str, Any]:
         """Options that change verdicts; part of `describe()` and so of cache keys."""
         return {}
+
+    def check_credentials(self) -> None:
+        """Raise `CredentialsError` now if the model's API key is missing.
+
+        For callers about to judge many cases (the CLI): one clear error up front
+        instead of one per case.
+        """
+        check_credentials(import_litellm(), self.model, self.litellm_kwargs)
 
     def describe(self) -> EvaluatorDescription:
         options = {k: v for k, v in self.litellm_kwargs.items() if k not in _SECRET_OPTIONS}
