@@ -238,6 +238,7 @@ def test_capture_off_marks_llm_spans(spans: Spans) -> None:
     pipeline()
     assert spans.one("answer").attributes[semconv.CAPTURE_CONTENT] is False
     assert spans.one("answer").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SKIPPED
+    assert spans.one("answer").attributes[semconv.EVAL_SKIP_REASON] == semconv.SKIP_CAPTURE_OFF
     assert semconv.CAPTURE_CONTENT not in spans.one("pipeline").attributes
 
 
