@@ -60,10 +60,6 @@ class SpanReader:
             return {}
         return grounding_attributes(parent_context)
 
-    def holds_documents(self) -> bool:
-        """Cheap: whether a root's end has anything to forget."""
-        return len(self.store) > 0
-
     def on_end(self, span: ReadableSpan, role: Role | None) -> None:
         """Remember a retriever's documents; forget the trace when its local root ends."""
         context = span.context
