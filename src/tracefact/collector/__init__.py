@@ -1,0 +1,1 @@
+"""The tracefact collector: OTLP in, the same pipeline as the SDK, OTLP out."""
