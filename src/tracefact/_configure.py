@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from tracefact._validate import validate_configure
-from tracefact.config import Settings
+from tracefact.config import FILE_EXPORTER, Settings
 from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
@@ -39,6 +39,7 @@ from tracefact.pipeline.reading import SpanReader
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
+from tracefact.spans_file import SpanFileExporter
 
 logger = logging.getLogger("tracefact")
 
@@ -103,10 +104,11 @@ def configure(
     """Set tracefact up; arguments left out come from `TRACEFACT_*` variables, then defaults.
 
     exporter: "otlp" (OTLP/HTTP protobuf, honouring OTEL_EXPORTER_OTLP_*), "console",
-    "none", any SpanExporter, or a list of these. With an SDK tracer provider already
-    set globally (or one passed as `tracer_provider`, which becomes the global one if
-    none is set), tracefact adds its processor to it instead of creating one. Safe to
-    call again: the new settings replace the old ones.
+    "none", "file:PATH" (OTLP/JSON lines appended to PATH, what `tracefact report` and
+    `tracefact monitor` read), any SpanExporter, or a list of these. With an SDK tracer
+    provider already set globally (or one passed as `tracer_provider`, which becomes the
+    global one if none is set), tracefact adds its processor to it instead of creating
+    one. Safe to call again: the new settings replace the old ones.
 
     evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
@@ -264,6 +266,8 @@ def _export_processor(
                 timeout=settings.export_timeout_seconds,
             )
             processors.append(batched(otlp))
+        elif name.startswith(FILE_EXPORTER):
+            processors.append(batched(SpanFileExporter(name[len(FILE_EXPORTER) :].strip())))
     if not processors:
         return _NoopProcessor()
     if len(processors) == 1:

@@ -15,7 +15,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from tracefact.config import EXPORTER_NAMES
+from tracefact.config import EXPORTER_NAMES, exporter_name_error
 from tracefact.sampling import Sampler
 from tracefact.scrubbing import ScrubbingOptions
 from tracefact.sinks.base import ResultSink
@@ -81,10 +81,9 @@ def _exporter(name: str, value: Any) -> None:
     for item in items:
         if isinstance(item, str):
             for part in item.split(","):
-                if part.strip() not in EXPORTER_NAMES:
-                    raise ValueError(
-                        f"configure({name}=...) names {part.strip()!r}; known: {EXPORTER_NAMES}"
-                    )
+                error = exporter_name_error(part.strip())
+                if error is not None:
+                    raise ValueError(f"configure({name}=...): {error}")
         elif not isinstance(item, SpanExporter):
             raise _type_error(name, "a name or a SpanExporter", item)
 

@@ -7,7 +7,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracefact.pipeline.options import PipelineOptions
 
-EXPORTER_NAMES = ("otlp", "console", "none")
+EXPORTER_NAMES = ("otlp", "console", "none", "file:PATH")
+FILE_EXPORTER = "file:"
+"""``file:spans.jsonl``: append OTLP/JSON lines to that file (`tracefact.spans_file`)."""
+
+
+def exporter_name_error(name: str) -> str | None:
+    """Why `name` is not an exporter's name, or None when it is one."""
+    if name.startswith(FILE_EXPORTER):
+        return None if name[len(FILE_EXPORTER) :].strip() else "file: needs a path (file:PATH)"
+    if name in EXPORTER_NAMES:
+        return None
+    return f"{name!r} is not among {EXPORTER_NAMES}"
 
 
 class Settings(BaseSettings, PipelineOptions):
@@ -25,7 +36,8 @@ class Settings(BaseSettings, PipelineOptions):
     )
     exporter: str = Field(
         default="otlp",
-        description="comma-separated: otlp, console, none; configure() also takes SpanExporters",
+        description="comma-separated: otlp, console, none, file:PATH (OTLP/JSON lines); "
+        "configure() also takes SpanExporters",
     )
     endpoint: str | None = Field(
         default=None,
@@ -65,8 +77,9 @@ class Settings(BaseSettings, PipelineOptions):
     @classmethod
     def _known_exporters(cls, value: str) -> str:
         for name in value.split(","):
-            if name.strip() not in EXPORTER_NAMES:
-                raise ValueError(f"exporter must be among {EXPORTER_NAMES}, not {name!r}")
+            error = exporter_name_error(name.strip())
+            if error is not None:
+                raise ValueError(f"exporter: {error}")
         return value
 
     def pipeline_options(self) -> PipelineOptions:
