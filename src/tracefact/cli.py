@@ -1,4 +1,7 @@
-"""The `tracefact` command. ``tracefact eval`` runs an evaluator over a JSONL file of cases.
+"""The `tracefact` command.
+
+``tracefact eval`` runs an evaluator over a JSONL file of cases; ``tracefact report``
+draws a spans file as one HTML page.
 
 Each subcommand is a function taking the parsed arguments and returning an exit code,
 registered in `build_parser`; adding one does not touch the others.
@@ -38,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
+    _add_report(commands)
     return parser
 
 
@@ -86,6 +90,79 @@ def _add_eval(commands: Any) -> None:
         help="start --out over when it was written by another evaluator (its lines are lost)",
     )
     command.set_defaults(handler=_eval_command)
+
+
+# --- tracefact report --------------------------------------------------------------------
+
+
+def _add_report(commands: Any) -> None:
+    command = commands.add_parser(
+        "report",
+        help="draw a spans file as one self-contained HTML page",
+        description="Read a spans file (OTLP/JSON, one export request per line, as "
+        'configure(exporter="file:PATH") writes it) and write one HTML page that needs no '
+        "network: the weighted hallucination rate over time with its 95%% band by group, the "
+        "score distribution, the worst cases with their explanations, evaluator cost and "
+        "latency, and coverage (spans by status). Lines that are not export requests are "
+        "counted and listed, not fatal.",
+    )
+    command.add_argument("file", type=Path, help="the spans file")
+    command.add_argument("--html", type=Path, required=True, help="the page to write")
+    command.add_argument(
+        "--group-by",
+        action="append",
+        metavar="NAME",
+        help="model, service, route, prompt_version or an attribute name; repeatable "
+        "(default: model)",
+    )
+    command.add_argument(
+        "--window",
+        type=_positive_float,
+        help="seconds of the sliding window of the rate over time (default: a fifth of the run)",
+    )
+    command.add_argument(
+        "--worst", type=_non_negative_int, default=10, help="worst cases shown (default: 10)"
+    )
+    command.set_defaults(handler=_report_command)
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    from tracefact.monitor.html import render
+    from tracefact.monitor.report import build_report
+
+    group_by = args.group_by or ["model"]
+    try:
+        report = build_report(args.file, group_by, args.window, args.worst)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"tracefact report: {_reason(exc)}", file=sys.stderr)
+        return 2
+    for bad in report.bad_lines[:5]:
+        print(f"tracefact report: {args.file}:{bad.number}: {bad.reason}", file=sys.stderr)
+    if report.bad_count:
+        print(
+            f"tracefact report: {report.bad_count} of {report.lines} lines were not OTLP/JSON "
+            "export requests and were left out",
+            file=sys.stderr,
+        )
+    if not report.spans:
+        print(f"tracefact report: no spans in {args.file}; nothing written", file=sys.stderr)
+        return 2
+    try:
+        args.html.write_text(render(report), encoding="utf-8")
+    except OSError as exc:
+        print(f"tracefact report: {_reason(exc)}", file=sys.stderr)
+        return 2
+    llm = sum(report.statuses.values())
+    judged = report.statuses.get("ok", 0)
+    print(f"report: {args.html} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
+    return 0
+
+
+def _reason(exc: Exception) -> str:
+    """An OSError as 'no such file: PATH' rather than its errno tuple."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    return str(exc)
 
 
 def _positive_int(text: str) -> int:
