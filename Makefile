@@ -23,8 +23,13 @@ $(VENV)/.dev: $(BIN)/python pyproject.toml constraints.txt
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
 
+# The demo writes its spans to a file (OTLP/JSON lines) and ends with the report drawn from it.
+DEMO_OUT := .demo
+
 demo: setup
-	$(BIN)/python examples/rag_demo.py
+	@mkdir -p $(DEMO_OUT) && rm -f $(DEMO_OUT)/spans.jsonl
+	$(BIN)/python examples/rag_demo.py --requests 240 --spans $(DEMO_OUT)/spans.jsonl
+	$(BIN)/tracefact report $(DEMO_OUT)/spans.jsonl --html $(DEMO_OUT)/report.html
 
 lint: setup-dev
 	$(BIN)/ruff check .
@@ -90,4 +95,4 @@ e2e: setup
 	$(BIN)/python -m e2e.mlflow_check
 
 clean:
-	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

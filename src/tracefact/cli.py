@@ -154,7 +154,7 @@ def _report_command(args: argparse.Namespace) -> int:
         return 2
     llm = sum(report.statuses.values())
     judged = report.statuses.get("ok", 0)
-    print(f"report: {args.html} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
+    print(f"report: {args.html.resolve()} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
     return 0
 
 
