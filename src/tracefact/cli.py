@@ -1,7 +1,8 @@
 """The `tracefact` command.
 
 ``tracefact eval`` runs an evaluator over a JSONL file of cases; ``tracefact report``
-draws a spans file as one HTML page.
+draws a spans file as one HTML page; ``tracefact monitor`` shows the live rate in the
+terminal.
 
 Each subcommand is a function taking the parsed arguments and returning an exit code,
 registered in `build_parser`; adding one does not touch the others.
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from tracefact._imports import stop_litellm_worker
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
     _add_report(commands)
+    _add_monitor(commands)
     return parser
 
 
@@ -163,6 +166,72 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.strerror or exc}: {exc.filename}"
     return str(exc)
+
+
+# --- tracefact monitor -------------------------------------------------------------------
+
+
+def _add_monitor(commands: Any) -> None:
+    command = commands.add_parser(
+        "monitor",
+        help="watch the live hallucination rate in the terminal",
+        description="A live view of the weighted hallucination rate and its 95%% interval per "
+        "evaluator and group, throughput, queue depth and drops, from a Prometheus endpoint "
+        "(an SDK with prometheus_port, or the collector) or from a spans file as it grows. "
+        "q or Ctrl-C quits. Needs the monitor extra.",
+    )
+    source = command.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--prometheus", metavar="URL", help="a /metrics endpoint, e.g. http://127.0.0.1:9464"
+    )
+    source.add_argument("--spans", type=Path, metavar="FILE", help="a spans file to follow")
+    command.add_argument(
+        "--interval", type=_positive_float, default=2.0, help="seconds between refreshes (2)"
+    )
+    command.add_argument(
+        "--group-by",
+        action="append",
+        metavar="NAME",
+        help="with --spans: model, service, route, prompt_version or an attribute name; "
+        "repeatable (default: model)",
+    )
+    command.add_argument(
+        "--window",
+        type=_positive_float,
+        default=300.0,
+        help="with --spans: seconds of the sliding window (default: 300)",
+    )
+    command.add_argument("--once", action="store_true", help="print one view and exit")
+    command.set_defaults(handler=_monitor_command)
+
+
+def _monitor_command(args: argparse.Namespace) -> int:
+    from tracefact.monitor import sources, terminal
+
+    source: sources.Source
+    if args.prometheus:
+        source = sources.PrometheusSource(_metrics_url(args.prometheus))
+    else:
+        group_by = tuple(args.group_by or ["model"])
+        try:
+            source = sources.SpansFileSource(args.spans, group_by, args.window)
+        except (ValueError, TypeError) as exc:
+            print(f"tracefact monitor: {exc}", file=sys.stderr)
+            return 2
+    try:
+        if args.once:
+            return terminal.print_once(source, args.interval)
+        return terminal.run(source, args.interval)
+    except ImportError as exc:
+        print(f"tracefact monitor: {exc}", file=sys.stderr)
+        return 2
+
+
+def _metrics_url(url: str) -> str:
+    """``http://host:9464`` means its ``/metrics``."""
+    if urlsplit(url).path.rstrip("/") == "":
+        return url.rstrip("/") + "/metrics"
+    return url
 
 
 def _positive_int(text: str) -> int:
