@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures terminal-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ lint: setup-dev
 
 test: lint
 	$(BIN)/pytest -q
+
+# tmux from Debian, for `tracefact monitor`'s test in a real terminal (tests/monitor/
+# test_terminal.py skips without it, except under CI=true). CI runs this before `make test`.
+terminal-deps:
+	@command -v tmux >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		tmux >/dev/null; }
 
 # Real third-party instrumentors (OpenInference, OpenTelemetry GenAI, OpenLLMetry, LangChain)
 # against the fake OpenAI server, in their own virtual environment: they patch the openai SDK.
