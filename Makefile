@@ -79,7 +79,8 @@ chaos: setup-dev
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
-# End to end against real backends (Phoenix, MLflow) and a real browser, each installed
+# End to end against real backends (Phoenix, MLflow) and a real browser (which also opens
+# the demo's report with the network cut off and retakes its README picture), each installed
 # in its own virtual environment under .e2e/, never in .venv; chromium comes from apt.
 E2E := .e2e
 E2E_ENVS := $(E2E)/phoenix/.installed $(E2E)/mlflow/.installed $(E2E)/browser/.installed
@@ -100,6 +101,8 @@ e2e: setup
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+	$(call timed,the demo's report in the browser,$(MAKE) --no-print-directory demo >/dev/null && \
+		$(E2E)/browser/bin/python -m e2e.report_browser $(DEMO_OUT)/report.html docs/img/report.png)
 
 clean:
 	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -90,9 +91,11 @@ class FakeLLM:
         self.model = model
         self.hallucination_rate = hallucination_rate
         self.random = random.Random(seed)
+        self.latency = random.Random(seed + 1000)
 
     def generate(self, question: str) -> str:
         with tracefact.span("generate", kind="llm", model=self.model) as span:
+            time.sleep(self.latency.uniform(0.005, 0.025))  # a model takes a moment
             if self.random.random() < self.hallucination_rate:
                 text = next(v for k, v in INVENTIONS.items() if k.lower() in question.lower())
             else:

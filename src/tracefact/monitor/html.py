@@ -26,7 +26,7 @@ STATUS_COLOURS = {
     semconv.STATUS_ERROR: "#dc2626",
     semconv.STATUS_SHUTDOWN: "#7c3aed",
 }
-WIDTH, HEIGHT = 760, 260
+WIDTH, HEIGHT = 900, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 16, 12, 28
 
 CSS = """
@@ -153,10 +153,10 @@ def _rate_chart(series_list: Sequence[Series], report: Report) -> str:
 
     parts = [_svg_open(f"hallucination rate over time by {', '.join(report.group_by)}")]
     parts.append(_y_axis(plot_w, plot_h, [0.0, 0.25, 0.5, 0.75, 1.0], _percent))
-    for i in range(5):
+    for i, anchor in enumerate(("start", "middle", "middle", "middle", "end")):
         t = start + (end - start) * i / 4
         parts.append(
-            f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="middle">'
+            f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}">'
             f"{_clock(t, span=end - start)}</text>"
         )
     for index, series in enumerate(series_list):
