@@ -16,7 +16,7 @@ from tests.monitor.spans import evaluated, spans_file
 from tracefact import semconv
 from tracefact.cli import main
 from tracefact.evaluators.lexical import LexicalOverlap
-from tracefact.monitor.report import build_report
+from tracefact.monitor.report import MAX_POINTS, build_report
 
 T0 = 1_780_000_000.0
 CORPUS = "The Eiffel Tower was completed in 1889 and is 330 metres tall."
@@ -217,3 +217,12 @@ def test_the_installed_command(tmp_path: Path) -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert "service=report-test, model=m1" in out.read_text()
+
+
+def test_a_short_window_over_a_long_run_keeps_charts_bounded(tmp_path: Path) -> None:
+    spans = tmp_path / "spans.jsonl"
+    with spans_file(spans) as writer:
+        for i in range(1000):  # an hour, one span every 3.6 s
+            writer.span("llm", evaluated("factual"), T0 + i * 3.6)
+    (series,) = build_report(spans, window_seconds=5).series
+    assert 300 <= len(series.points) <= MAX_POINTS + 2

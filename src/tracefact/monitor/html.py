@@ -124,9 +124,12 @@ def _rates(report: Report) -> str:
 
 
 def _estimate_row(scope: str, estimate: Estimate) -> str:
-    rate = "–" if estimate.rate is None else _percent(estimate.rate)
-    band = "–" if estimate.rate is None else f"{_percent(estimate.lower)} – "
-    band += "" if estimate.rate is None else _percent(estimate.upper)
+    rate, band = "–", "–"
+    if estimate.rate is not None:
+        rate, band = (
+            _percent(estimate.rate),
+            f"{_percent(estimate.lower)} – {_percent(estimate.upper)}",
+        )
     coverage = estimate.coverage
     unjudged = ", ".join(f"{k} {v}" for k, v in sorted(estimate.totals.unjudged.items()))
     return (

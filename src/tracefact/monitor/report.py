@@ -21,8 +21,8 @@ from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, es
 from tracefact.monitor.spans import EvaluatedSpan, EvaluatedSpans
 from tracefact.spans_file import BadLine, SpansFileReader
 
-POINTS = 25
-"""Steps of the rate-over-time charts when no window is given."""
+MAX_POINTS = 400
+"""At most this many points per line of a rate-over-time chart, whatever the window."""
 SCORE_BINS = 20
 
 
@@ -183,11 +183,12 @@ def _rates(report: Report, spans: Sequence[EvaluatedSpan]) -> list[Observation]:
             )
 
     if spans:
+        spacing = max(step, (spans[-1].time - spans[0].time) / MAX_POINTS)
         next_step = (math.floor(spans[0].time / step) + 1) * step
         for span in spans:
             while span.time >= next_step:
                 snapshot(next_step - step / 2)
-                next_step += step
+                next_step += spacing
             observations.extend(estimator.add_span(span.attributes, span.resource, span.time))
         snapshot(next_step - step / 2)
     report.series = [
