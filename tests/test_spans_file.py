@@ -149,3 +149,16 @@ def test_export_after_shutdown_fails_instead_of_raising(tmp_path: Path) -> None:
     answer("q")
     assert tracefact.force_flush(10_000)
     assert exporter.export(spans.get_finished_spans()) is SpanExportResult.FAILURE
+
+
+def test_a_truncated_file_is_read_again_from_the_start(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    tracefact.configure(exporter=SpanFileExporter(path), evaluators=[])
+    answer("q")
+    assert tracefact.force_flush(10_000)
+    reader = SpansFileReader(path)
+    assert len(reader.read()) == 2
+    path.write_bytes(b"")  # rotated: the writer keeps appending to the emptied file
+    answer("again")
+    assert tracefact.force_flush(10_000)
+    assert [f.span.name for f in reader.read()] == ["search", "answer"]

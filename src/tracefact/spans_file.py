@@ -33,6 +33,7 @@ FILE_PREFIX = "file:"
 """``exporter="file:PATH"``: the spelling of this exporter among the exporter names."""
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+TAIL_BYTES = 256
 
 
 class SpanFileExporter(SpanExporter):
@@ -127,16 +128,21 @@ class SpansFileReader:
     bad_count: int = 0
     bad_lines: list[BadLine] = field(default_factory=list)
     _offset: int = 0
+    _tail: bytes = b""
+    """The last bytes read: when they are gone from where they were, the file was replaced."""
 
     def read(self, final: bool = False) -> list[FileSpan]:
         """Spans of the complete lines appended since the last call (OSError if unreadable)."""
         with self.path.open("rb") as handle:
-            if handle.seek(0, os.SEEK_END) < self._offset:  # truncated or replaced: start over
-                self._offset = 0
+            handle.seek(max(0, self._offset - len(self._tail)))
+            if handle.read(len(self._tail)) != self._tail:  # truncated or replaced: start over
+                self._offset, self._tail = 0, b""
             handle.seek(self._offset)
             data = handle.read()
         end = len(data) if final else data.rfind(b"\n") + 1
         self._offset += end
+        if end:
+            self._tail = data[max(0, end - TAIL_BYTES) : end]
         spans: list[FileSpan] = []
         for raw in data[:end].splitlines():
             self.lines += 1

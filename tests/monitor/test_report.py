@@ -147,8 +147,10 @@ def test_coverage_counts_every_status(tmp_path: Path) -> None:
                 attributes[semconv.EVAL_SKIP_REASON] = semconv.SKIP_NO_CONTEXTS
             writer.span("llm", attributes, T0 + i)
         writer.span("db query", {"db.system": "postgresql"}, T0)
+        writer.span("llm", {"openinference.span.kind": "LLM"}, T0)  # no pipeline saw it
     report = build_report(spans)
     assert dict(report.statuses) == {
+        "(not evaluated)": 1,
         "ok": 6,
         "dropped": 2,
         "timeout": 1,

@@ -309,8 +309,8 @@ def _coverage(report: Report) -> str:
         "<h2>Coverage</h2>",
         "<p class=note>Every LLM span by its final <code>tracefact.eval.status</code>: "
         "<code>ok</code> spans are judged; <code>sampled_out</code> ones were not chosen; "
-        "<code>skipped</code> ones had nothing to judge; the rest were chosen but not "
-        "judged.</p>",
+        "<code>skipped</code> ones had nothing to judge; <code>(not evaluated)</code> ones "
+        "never met tracefact's pipeline; the rest were chosen but not judged.</p>",
     ]
     total = sum(report.statuses.values())
     if not total:

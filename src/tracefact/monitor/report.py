@@ -24,6 +24,8 @@ from tracefact.spans_file import BadLine, SpansFileReader
 MAX_POINTS = 400
 """At most this many points per line of a rate-over-time chart, whatever the window."""
 SCORE_BINS = 20
+NOT_EVALUATED = "(not evaluated)"
+"""How the report counts LLM spans that carry no `tracefact.eval.status` at all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,8 @@ def build_report(
         end=max(times, default=None),
     )
     _count_statuses(report, ordered)
+    if merger.waiting():
+        report.statuses[NOT_EVALUATED] = merger.waiting()
     observations = _rates(report, ordered)
     report.overall = estimate_all(dataclasses.replace(o, group=()) for o in observations)
     report.by_group = estimate_all(observations, report.group_by)

@@ -76,6 +76,10 @@ class EvaluatedSpans:
         self._keep(self._llm, key, evaluated)
         return evaluated
 
+    def waiting(self) -> int:
+        """LLM spans kept with no status and no carrier yet: not evaluated, so far."""
+        return sum(isinstance(seen, FileSpan) for seen in self._llm.values())
+
     def pending(self) -> list[EvaluatedSpan]:
         """Carriers whose span never came: counted on their own, at the end of a file."""
         found = [
