@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
+	prometheus-tools test-prometheus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +89,18 @@ e2e: setup
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+
+# Debian's Prometheus and Alertmanager (promtool and amtool come with them), from apt.
+prometheus-tools:
+	@command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends prometheus prometheus-alertmanager >/dev/null; }
+
+# The recording and alerting rules of collector/prometheus/, unit-tested with promtool.
+test-prometheus: prometheus-tools
+	promtool check config collector/prometheus/prometheus.yml
+	amtool check-config collector/prometheus/alertmanager.yml
+	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
 	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
