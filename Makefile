@@ -82,13 +82,19 @@ $(E2E)/%/.installed: e2e/requirements-%.txt
 # Prints how long a step took: $(call timed,what,command)
 timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
 
-e2e: setup
+# The monitoring end to end runs the project's Python with the prometheus extra (and PyYAML).
+$(VENV)/.e2e-prometheus: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -e ".[prometheus]" "pyyaml>=6"
+	touch $@
+
+e2e: setup $(VENV)/.e2e-prometheus prometheus-tools
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+	$(BIN)/python -m e2e.prometheus_check
 
 # Debian's Prometheus and Alertmanager (promtool and amtool come with them), from apt.
 prometheus-tools:
