@@ -33,8 +33,7 @@ from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
-from tracefact.monitor.estimator import RateEstimator
-from tracefact.monitor.live import RateMonitor
+from tracefact.monitor.live import rate_monitor
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
@@ -72,9 +71,6 @@ _installation: _Installation | None = None
 _atexit_registered = False
 
 ExporterSpec = str | SpanExporter
-
-WINDOW_BUCKETS = 30
-"""The live rate's window slides by a thirtieth of its length (10 s in 5 minutes)."""
 
 _NOT_SETTINGS = frozenset({"exporter", "evaluators", "monitor_group_by"})
 """`configure` arguments whose objects differ from their `Settings` spelling (names)."""
@@ -192,20 +188,14 @@ def configure(
     if evaluators is None:
         evaluators = _evaluators_from(settings)
     if evaluators:
-        estimator = RateEstimator(
-            group_by=settings.group_by(),
-            max_groups=settings.monitor_max_groups,
-            window_seconds=settings.monitor_window_seconds,
-            bucket_seconds=settings.monitor_window_seconds / WINDOW_BUCKETS,
-            evaluators=[e.name for e in evaluators],
-        )
+        monitor = rate_monitor(settings, [e.name for e in evaluators], meter_provider)
         processor = EvaluationProcessor(
             processor,
             evaluators,
             settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
             sinks=sinks,
-            observers=[RateMonitor(estimator, meter_provider)],
+            observers=[monitor],
             meter_provider=meter_provider,
             reader=SpanReader(read_options),
         )

@@ -232,11 +232,11 @@ class RateEstimator:
 
         Empty for a span not sampled, skipped, or whose sample rate is missing.
         """
+        status = attributes.get(semconv.EVAL_STATUS)
+        if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
+            return []  # not sampled, or skipped: checked first, as it is on app threads
         results = read_results(attributes)
         if results is None or results.weight is None:
-            return []
-        status = results.status
-        if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
             return []
         group = self.group_of(attributes, resource)
         when = self.clock() if time is None else time
@@ -247,8 +247,8 @@ class RateEstimator:
             }
         else:  # failed as a whole (dropped, loop blocked, shut down): every evaluator missed it
             with self._lock:
-                names = list(self._evaluators)
-            outcomes = {name: (status, None) for name in names or [semconv.EVALUATOR_UNKNOWN]}
+                names = list(self._evaluators) or [semconv.EVALUATOR_UNKNOWN]
+            outcomes = {name: (results.status, None) for name in names}
         return [
             Observation(name, group, results.weight, outcome, verdict, when)
             for name, (outcome, verdict) in outcomes.items()
