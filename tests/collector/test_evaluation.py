@@ -408,3 +408,48 @@ def test_ratio_sampling_agrees_with_the_sdks_trace_id_sampler(
         sampled = reference.should_sample(None, trace_id, "x").decision.is_sampled()
         assert status == ("skipped" if sampled else "sampled_out"), hex(trace_id)
     assert set(statuses.values()) == {"skipped", "sampled_out"}
+
+
+def test_an_llm_span_inside_an_llm_span_is_evaluated_once_on_the_outer_one(setup: Setup) -> None:
+    """As the SDK does: the inner span is skipped as `nested`, naming the outer one."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from tests.collector.harness import RESOURCE, SCOPE
+
+    trace_id = next(_trace_ids)
+    [inner] = fixture_spans("openinference-grounded-plain", trace_id)
+    outer_id = 0x0A7E5
+    inner = ReadableSpan(
+        name=inner.name,
+        context=inner.context,
+        parent=SpanContext(trace_id, outer_id, False, TraceFlags(1)),
+        resource=inner.resource,
+        attributes=inner.attributes,
+        events=inner.events,
+        start_time=inner.start_time,
+        end_time=inner.end_time,
+        instrumentation_scope=inner.instrumentation_scope,
+    )
+    outer = ReadableSpan(
+        name="answer",
+        context=SpanContext(trace_id, outer_id, False, TraceFlags(1)),
+        resource=RESOURCE,
+        attributes={
+            "openinference.span.kind": "LLM",
+            "input.value": "How tall is the Eiffel Tower?",
+            "output.value": "The Eiffel Tower is 330 metres tall and was completed in 1889.",
+            "tracefact.contexts": (DOCUMENT,),
+        },
+        start_time=1,
+        end_time=3,
+        instrumentation_scope=SCOPE,
+    )
+    setup.send([inner])
+    setup.send([outer])  # a later request, as the outer span ends later
+    received = {s.name: attributes(s) for s in setup.received(trace_id, 2)}
+    assert received["answer"][semconv.EVAL_STATUS] == "ok"
+    assert received["answer"][LABEL] == "factual"
+    nested = received[inner.name]
+    assert nested[semconv.EVAL_STATUS] == "skipped"
+    assert nested[semconv.EVAL_SKIP_REASON] == "nested"
+    assert nested[semconv.EVAL_NESTED_IN] == f"{outer_id:016x}"

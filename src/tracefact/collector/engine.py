@@ -42,7 +42,7 @@ from tracefact import semconv
 from tracefact.collector import spans
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.queue import Entry, RequestQueue
-from tracefact.conventions import DocumentStore, retrieved_documents, span_role
+from tracefact.conventions import DocumentStore, Reading, retrieved_documents, span_role
 from tracefact.conventions.roles import ROLE_KEYS
 
 logger = logging.getLogger("tracefact.collector")
@@ -159,6 +159,7 @@ class Engine:
         self.window_max_spans = window_max_spans
         self._window: deque[Held] = deque()
         self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
+        self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
         self._forgets: deque[tuple[float, int]] = deque()  # (when, trace id) of ended roots
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracefact-engine", daemon=True)
@@ -307,6 +308,8 @@ class Engine:
     def _hold(self, held: Held) -> None:
         self._window.append(held)
         self._waiting[held.trace_id] += 1
+        span_id = int.from_bytes(held.span.span_id, "big")
+        self._llm_spans.setdefault(held.trace_id, set()).add(span_id)
         while len(self._window) > self.window_max_spans:  # bounded: the oldest go early
             self._evaluate(self._window.popleft())
 
@@ -321,13 +324,15 @@ class Engine:
                 self.store.forget(trace_id)
 
     def _evaluate(self, held: Held) -> None:
+        assert self.processor is not None, "spans are held only when evaluation is on"
+        marks = self._nesting(held)
         self._waiting[held.trace_id] -= 1
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
-        assert self.processor is not None, "spans are held only when evaluation is on"
-        view = spans.view(held.span, held.resource, held.scope_spans)
-        held.keys = frozenset((view.attributes or {}).keys())
-        held.events = len(view.events)
+            self._llm_spans.pop(held.trace_id, None)
+        held.keys = frozenset(kv.key for kv in held.span.attributes)
+        held.events = len(held.span.events)
+        view = spans.view(held.span, held.resource, held.scope_spans, marks)
         key = (view.context.trace_id, view.context.span_id) if view.context else (0, 0)
         self.results.expect(key, held)
         try:
@@ -337,6 +342,20 @@ class Engine:
             taken = self.results.take(key)
             if taken is not None:
                 self.results.forward(taken)
+
+    def _nesting(self, held: Held) -> dict[str, str]:
+        """The SDK's `nested` skip, for an LLM span whose parent is an LLM span of the window.
+
+        One model call traced twice (an app's LLM span around an instrumented client
+        call) is evaluated once, on the outer span, as the SDK decides when spans open.
+        """
+        parent = held.span.parent_span_id
+        if not parent or int.from_bytes(parent, "big") not in self._llm_spans.get(
+            held.trace_id, ()
+        ):
+            return {}
+        reading = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=parent.hex())
+        return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
 
 
 def _done(tracker: Tracker, spans: int) -> Callable[[], None]:
