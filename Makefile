@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures
+.PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
+	prometheus-tools test-prometheus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,13 +82,31 @@ $(E2E)/%/.installed: e2e/requirements-%.txt
 # Prints how long a step took: $(call timed,what,command)
 timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
 
-e2e: setup
+# The monitoring end to end runs the project's Python with the prometheus extra (and PyYAML).
+$(VENV)/.e2e-prometheus: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -e ".[prometheus]" "pyyaml>=6"
+	touch $@
+
+e2e: setup $(VENV)/.e2e-prometheus prometheus-tools
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+	$(BIN)/python -m e2e.prometheus_check
+
+# Debian's Prometheus and Alertmanager (promtool and amtool come with them), from apt.
+prometheus-tools:
+	@command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends prometheus prometheus-alertmanager >/dev/null; }
+
+# The recording and alerting rules of collector/prometheus/, unit-tested with promtool.
+test-prometheus: prometheus-tools
+	promtool check config collector/prometheus/prometheus.yml
+	amtool check-config collector/prometheus/alertmanager.yml
+	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
 	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

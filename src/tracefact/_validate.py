@@ -69,6 +69,19 @@ def _seconds(name: str, value: Any) -> None:
         raise ValueError(f"configure({name}=...) must be positive, not {value}")
 
 
+def _names(name: str, value: Any) -> None:
+    if isinstance(value, str):
+        return  # comma-separated, as TRACEFACT_MONITOR_GROUP_BY
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) and n for n in value):
+        raise _type_error(name, "a list of attribute names", value)
+
+
+def _port(name: str, value: Any) -> None:
+    _count(0)(name, value)
+    if value > 65535:
+        raise ValueError(f"configure({name}=...) must be a port number, not {value}")
+
+
 def _callable(name: str, value: Any) -> None:
     if not callable(value):
         raise _type_error(name, "a callable taking and returning str", value)
@@ -165,4 +178,9 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "scrubbing": _scrubbing,
     "tracer_provider": _instance(TracerProvider, "an SDK TracerProvider"),
     "meter_provider": _instance(MeterProvider, "a MeterProvider"),
+    "monitor_group_by": _names,
+    "monitor_max_groups": _count(1),
+    "monitor_window_seconds": _seconds,
+    "prometheus_port": _port,
+    "prometheus_host": _string,
 }

@@ -61,6 +61,23 @@ class Settings(BaseSettings, PipelineOptions):
         default=1.0, ge=0.0, le=1.0, description="share of traces evaluated (by trace id)"
     )
 
+    # --- monitoring ---------------------------------------------------------------------
+    monitor_group_by: str = Field(
+        default="service,model",
+        description="comma-separated: the live rate's groups (model, service, route, "
+        "prompt_version or attribute names); empty for one group",
+    )
+    monitor_max_groups: int = Field(
+        default=50, ge=1, description="groups kept apart per evaluator; the rest pool"
+    )
+    monitor_window_seconds: float = Field(
+        default=300.0, gt=0, description="the sliding window of the live rate's gauges"
+    )
+    prometheus_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics on this port (0: any free)"
+    )
+    prometheus_host: str = Field(default="127.0.0.1", description="the /metrics address")
+
     @field_validator("exporter")
     @classmethod
     def _known_exporters(cls, value: str) -> str:
@@ -68,6 +85,10 @@ class Settings(BaseSettings, PipelineOptions):
             if name.strip() not in EXPORTER_NAMES:
                 raise ValueError(f"exporter must be among {EXPORTER_NAMES}, not {name!r}")
         return value
+
+    def group_by(self) -> tuple[str, ...]:
+        """`monitor_group_by` as names."""
+        return tuple(n.strip() for n in self.monitor_group_by.split(",") if n.strip())
 
     def pipeline_options(self) -> PipelineOptions:
         """The evaluation pipeline's share of these settings."""
