@@ -1,8 +1,8 @@
 """The `tracefact` command.
 
-``tracefact eval`` runs an evaluator over a JSONL file of cases; ``tracefact report``
-draws a spans file as one HTML page; ``tracefact monitor`` shows the live rate in the
-terminal.
+``tracefact eval`` runs an evaluator over a JSONL file of cases; ``tracefact collector``
+runs the OTLP collector; ``tracefact report`` draws a spans file as one HTML page;
+``tracefact monitor`` shows the live rate in the terminal.
 
 Each subcommand is a function taking the parsed arguments and returning an exit code,
 registered in `build_parser`; adding one does not touch the others.
@@ -43,9 +43,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
+    _add_collector(commands)
     _add_report(commands)
     _add_monitor(commands)
     return parser
+
+
+# --- tracefact collector -----------------------------------------------------------------
+
+
+def _add_collector(commands: Any) -> None:
+    command = commands.add_parser(
+        "collector",
+        help="run the OTLP collector that evaluates LLM spans in flight",
+        description="Receive OTLP traces (HTTP and gRPC), evaluate sampled LLM spans with the "
+        "same pipeline as the SDK, and forward every span to the configured upstreams. Runs "
+        "until SIGTERM or SIGINT, then drains. Needs the `collector` extra.",
+    )
+    command.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="its YAML configuration file",
+    )
+    command.set_defaults(handler=_collector_command)
+
+
+def _collector_command(args: argparse.Namespace) -> int:
+    # Imported here: the collector's dependencies are an extra, and `tracefact eval` needs none.
+    from tracefact._imports import MissingExtraError
+
+    try:
+        from tracefact.collector import config as collector_config
+        from tracefact.collector import service
+
+        config = collector_config.load(args.config)
+        return service.run(config)
+    except (collector_config.ConfigError, MissingExtraError) as exc:
+        print(f"tracefact collector: {exc}", file=sys.stderr)
+        return 2
 
 
 # --- tracefact eval ----------------------------------------------------------------------

@@ -240,6 +240,36 @@ EXPORT_DROP_FAILED: Final = "export_failed"
 EXPORT_DROP_SHUTDOWN: Final = "shutdown"
 """Still queued or being exported when shutdown's timeout ran out, or ended after it."""
 
+# --- the collector (`tracefact collector`) -----------------------------------------------
+METRIC_COLLECTOR_RECEIVED = "tracefact.collector.spans.received"
+"""Counter: spans accepted by a receiver, by `protocol` (http, grpc)."""
+METRIC_COLLECTOR_FORWARDED = "tracefact.collector.spans.forwarded"
+"""Counter: spans an upstream accepted, by `upstream` (its endpoint)."""
+METRIC_COLLECTOR_REJECTED = "tracefact.collector.requests.rejected"
+"""Counter: requests refused by a receiver, by `protocol` and `reason` (REJECT_*)."""
+REJECT_UNAUTHENTICATED: Final = "unauthenticated"
+REJECT_TOO_LARGE: Final = "too_large"
+REJECT_CONTENT_TYPE: Final = "content_type"
+REJECT_MALFORMED: Final = "malformed"
+REJECT_FULL: Final = "full"
+"""The request queue or the forwarding buffer is at its bound (429 / RESOURCE_EXHAUSTED)."""
+REJECT_SHUTDOWN: Final = "shutdown"
+METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"
+"""Counter: upstream requests retried after a transient failure, by `upstream`."""
+METRIC_COLLECTOR_UPSTREAM_FAILED = "tracefact.collector.upstream.failed"
+"""Counter: spans that never reached an upstream, by `upstream` and `reason`
+(UPSTREAM_REJECTED: a permanent error such as 400; UPSTREAM_SHUTDOWN: still held when
+the drain deadline passed). Each is also logged."""
+UPSTREAM_REJECTED: Final = "rejected"
+UPSTREAM_SHUTDOWN: Final = "shutdown"
+METRIC_COLLECTOR_LIMITED = "tracefact.collector.attributes.limited"
+"""Counter: span attributes dropped (`limit`=count) or truncated (`limit`=size)."""
+METRIC_COLLECTOR_BUFFERED = "tracefact.collector.forward.buffered"
+"""Gauge: spans held for forwarding (every upstream)."""
+METRIC_COLLECTOR_QUEUE_DEPTH = "tracefact.collector.queue.depth"
+"""Gauge: received requests not yet acknowledged (all their spans left upstream)."""
+METRIC_COLLECTOR_WAITING = "tracefact.collector.window.waiting"
+"""Gauge: LLM spans waiting in the window for later retriever spans of their trace."""
 # --- tracefact monitoring (the sampled-rate estimator) ----------------------------
 # Counters that add up across processes: per `evaluator` and group (see GROUP_ALIASES),
 # with w = 1 / tracefact.eval.sample_rate and y = 1 for a hallucinated verdict.
