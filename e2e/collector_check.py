@@ -89,7 +89,7 @@ def main() -> None:
         with watch.stage("app"):
             server = stack.enter_context(fake_openai())
             server.reply(*ANSWERS)
-            run_app(collector.base_url, server.api_base)
+            run_app(collector.http, server.api_base)
         client = stack.enter_context(httpx.Client(base_url=base_url, timeout=30))
         with watch.stage("checks"):
             spans = eventually(lambda: app_spans(client))
@@ -98,7 +98,8 @@ def main() -> None:
         with watch.stage("stop"):
             stack.close()
         if collector.process.returncode != 0:
-            raise RuntimeError(f"the collector did not drain cleanly:\n{collector.log[-3000:]}")
+            log = "".join(collector.lines)[-3000:]
+            raise RuntimeError(f"the collector did not drain cleanly:\n{log}")
     watch.report()
 
 

@@ -43,7 +43,7 @@ def test_openinference_app_to_collector_to_upstream_arrives_evaluated() -> None:
         env = {
             **os.environ,
             **compose_service("demo")["environment"],
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.http,
             "OPENAI_BASE_URL": server.api_base,
             "OPENAI_API_KEY": API_KEY,
         }
@@ -52,7 +52,7 @@ def test_openinference_app_to_collector_to_upstream_arrives_evaluated() -> None:
         )
         assert done.returncode == 0, done.stderr
         upstream.wait_for(6, timeout=60)  # two traces: chain, retriever, LLM span each
-    assert collector.process.returncode == 0, collector.log[-3000:]
+    assert collector.process.returncode == 0, "".join(collector.lines)[-3000:]
     assert GROUNDED in done.stdout and INVENTED in done.stdout
     spans = [attributes(span) for _, span in upstream.spans()]
     assert len(spans) == 6
