@@ -65,7 +65,8 @@ test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
 		TRACEFACT_INSTRUMENTOR=$$name $(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider \
 			tests/instrumentors/test_labels.py || exit 1; \
 	done
-	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py
+	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py \
+		tests/instrumentors/test_collector_example.py
 
 # Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result). Those
 # pinned to another release (Instrumentor.pinned: OpenLLMetry openai 0.54.0, chromadb,
@@ -100,7 +101,9 @@ $(VENV)/.e2e-prometheus: $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install -q -e ".[prometheus]" "pyyaml>=6"
 	touch $@
 
-e2e: setup $(VENV)/.e2e-prometheus prometheus-tools
+# The collector check runs the OpenInference demo app and the collector from the
+# instrumentors' environment (openai, the OpenInference instrumentor, the collector extra).
+e2e: setup $(VENV)/.e2e-prometheus prometheus-tools $(INSTRUMENTORS_VENV)/.installed
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
@@ -108,6 +111,7 @@ e2e: setup $(VENV)/.e2e-prometheus prometheus-tools
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
 	$(BIN)/python -m e2e.prometheus_check
+	$(INSTRUMENTORS_VENV)/bin/python -m e2e.collector_check
 	$(call timed,the demo's report in the browser,$(MAKE) --no-print-directory demo >/dev/null && \
 		$(E2E)/browser/bin/python -m e2e.report_browser $(DEMO_OUT)/report.html docs/img/report.png)
 
