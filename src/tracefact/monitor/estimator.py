@@ -273,8 +273,13 @@ class RateEstimator:
         """Record `observation` `count` times; returns it with its group bounded.
 
         Observations older than the window (behind the newest one seen) are left out
-        of the estimates.
+        of the estimates. A weight that is not a positive number, a time that is not
+        finite or a negative count raise ValueError.
         """
+        if not (math.isfinite(observation.weight) and observation.weight > 0) or count < 0:
+            raise ValueError(f"weight must be positive and count not negative: {observation}")
+        if not math.isfinite(observation.time):
+            raise ValueError(f"observation time must be finite: {observation}")
         index = math.floor(observation.time / self.bucket_seconds)
         with self._lock:
             self._evaluators.setdefault(observation.evaluator, None)
