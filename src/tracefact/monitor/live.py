@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from tracefact.config import Settings
 from tracefact.monitor.estimator import RateEstimator
 from tracefact.monitor.metrics import monitor_metrics
+from tracefact.pipeline.reading import plain_attributes
 
 WINDOW_BUCKETS = 30
 """The live rate's window slides by a thirtieth of its length (10 s in 5 minutes)."""
@@ -31,7 +32,7 @@ class RateMonitor:
     def observe(self, span: ReadableSpan) -> None:
         """Record the span's outcome per evaluator; a span not sampled changes nothing."""
         resource = span.resource.attributes if span.resource is not None else {}
-        for outcome in self.estimator.add_span(span.attributes or {}, resource):
+        for outcome in self.estimator.add_span(plain_attributes(span), resource):
             self._metrics.record(outcome, self.estimator.labels(outcome.group))
 
 
