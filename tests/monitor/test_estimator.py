@@ -181,3 +181,12 @@ def test_a_span_time_comes_from_the_caller_offline() -> None:
     estimator.add_span(evaluated("factual", 1.0), time=1_100.0)
     (estimate,) = estimator.estimates(now=1_100.0)  # the first span is out of the window
     assert (estimate.totals.judged, estimate.rate) == (1, 0.0)
+
+
+def test_a_span_failed_before_any_evaluator_is_known_is_still_counted() -> None:
+    estimator = RateEstimator(group_by=(), clock=lambda: 0.0)
+    estimator.add_span(evaluated(None, 0.5, status=semconv.STATUS_SHUTDOWN))
+    (estimate,) = estimator.estimates()
+    assert estimate.evaluator == semconv.EVALUATOR_UNKNOWN
+    assert estimate.totals.unjudged == {"shutdown": 1}
+    assert estimate.coverage == 0.0
