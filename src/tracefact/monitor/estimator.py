@@ -76,6 +76,8 @@ class Totals:
 
     def add(self, observation: Observation, count: int = 1) -> None:
         """Count `observation` `count` times."""
+        if count == 0:
+            return
         if observation.status != semconv.STATUS_OK or observation.hallucinated is None:
             self.unjudged[observation.status] += count
             return
