@@ -208,11 +208,12 @@ class Engine:
         request = entry.request
         due = time.monotonic() + self.window_seconds
         held: list[Held] = []
+        taken: set[tuple[int, int, int]] = set()  # where the held spans are in the request
         total = 0
-        for resource_spans in request.resource_spans:
+        for r, resource_spans in enumerate(request.resource_spans):
             resource: Resource | None = None
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
+            for s, scope_spans in enumerate(resource_spans.scope_spans):
+                for i, span in enumerate(scope_spans.spans):
                     total += 1
                     role = self._role(span)
                     if role is None:
@@ -224,9 +225,10 @@ class Engine:
                         resource = spans.resource_of(
                             resource_spans.resource, resource_spans.schema_url
                         )
+                    taken.add((r, s, i))
                     held.append(
                         Held(
-                            span,
+                            spans.detached(span),
                             resource_spans,
                             scope_spans,
                             resource,
@@ -235,7 +237,7 @@ class Engine:
                             due,
                         )
                     )
-        self._forward_rest(request, held, total, tracker)
+        self._forward_rest(request, taken, total, tracker)
         for item in held:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
@@ -244,9 +246,7 @@ class Engine:
         """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
         if self.processor is None:
             return None
-        routing = {
-            kv.key: spans.value(kv.value) for kv in span.attributes if kv.key in ROUTING_KEYS
-        }
+        routing = spans.selected_attributes(span.attributes, ROUTING_KEYS)
         if not routing or semconv.EVAL_STATUS in routing:
             if not span.parent_span_id and self.store.traces:
                 self._root_arrived(span)
@@ -276,22 +276,25 @@ class Engine:
             self.store.add(int.from_bytes(span.trace_id, "big"), documents)
 
     def _forward_rest(
-        self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
+        self,
+        request: ExportTraceServiceRequest,
+        taken: set[tuple[int, int, int]],
+        total: int,
+        tracker: Tracker,
     ) -> None:
         """Everything not held, as received: the whole request when nothing is held."""
-        count = total - len(held)
-        tracker.add(count + len(held))
+        count = total - len(taken)
+        tracker.add(total)
         if count == 0:
             return
-        if not held:
+        if not taken:
             self.forwarder.send(request.SerializeToString(), count, _done(tracker, count))
             return
-        taken = {id(h.span) for h in held}
         rest = ExportTraceServiceRequest()
-        for resource_spans in request.resource_spans:
+        for r, resource_spans in enumerate(request.resource_spans):
             out_resource: ResourceSpans | None = None
-            for scope_spans in resource_spans.scope_spans:
-                keep = [s for s in scope_spans.spans if id(s) not in taken]
+            for s, scope_spans in enumerate(resource_spans.scope_spans):
+                keep = [x for i, x in enumerate(scope_spans.spans) if (r, s, i) not in taken]
                 if not keep:
                     continue
                 if out_resource is None:
