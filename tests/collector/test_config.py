@@ -20,6 +20,8 @@ from tests.collector.harness import (
 from tests.collector.test_evaluation import retriever_span
 from tests.fakes.otlp import otlp_receiver
 from tracefact import semconv
+from tracefact.collector.config import ConfigError, load
+from tracefact.collector.service import build_evaluators
 
 
 def run(path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,9 +72,26 @@ UPSTREAM = "upstreams:\n  - endpoint: http://127.0.0.1:9\n"
         (UPSTREAM + "receivers: {http: null, grpc: null}\n", "at least one of http and grpc"),
     ],
 )
-def test_a_bad_file_is_one_line_naming_the_key_and_exit_2(
-    tmp_path: Path, text: str, message: str
-) -> None:
+def test_a_bad_file_is_one_error_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "tracefact.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        build_evaluators(load(path).evaluation)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("receivers: [unclosed", "not valid YAML"),
+        (
+            "upstreams:\n  - endpoint: ${NO_SUCH_VARIABLE_HERE}\n",
+            "NO_SUCH_VARIABLE_HERE is not set",
+        ),
+        (UPSTREAM + "evaluation: {evaluators: [nosuch]}\n", "evaluation.evaluators.0: unknown"),
+    ],
+)
+def test_the_command_prints_one_line_and_exits_2(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "tracefact.yaml"
     path.write_text(text)
     result = run(path)

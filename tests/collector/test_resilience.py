@@ -198,8 +198,8 @@ def test_sigterm_drains_held_spans_and_evaluations_then_exits_0(tmp_path: Path) 
 
 
 def test_sigterm_with_the_upstream_down_counts_what_it_could_not_send(tmp_path: Path) -> None:
-    config = base_config(f"http://127.0.0.1:{free_port()}")
-    config["shutdown_seconds"] = 4
+    config = base_config(f"http://127.0.0.1:{free_port()}", drain_seconds=0.5)
+    config["shutdown_seconds"] = 2
     collector = start(write_config(tmp_path / "c.yaml", config))
     collector.wait_listening()
     response = httpx.post(
