@@ -16,7 +16,9 @@ For each request taken from the `RequestQueue`:
   onto the ORIGINAL protobuf span (or encodes a carrier span) and forwards it.
 
 A request is acknowledged to the queue once all of its spans left upstream (or were
-counted as failed there): that is the bookkeeping durable queues rely on.
+counted as failed there): that is the bookkeeping durable queues rely on. Carrier spans
+(`attach: span`, or a result later than `max_hold_seconds`) are not part of that count:
+the evaluated span itself went upstream already.
 
 The SDK forgets a trace's documents when its local root ends; here a root can arrive
 before an LLM span of its trace has left the window, so the engine forgets a trace only
