@@ -87,7 +87,10 @@ def _wait(predicate: Any, timeout: float = 20.0) -> bool:
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     with otlp_receiver() as http_up, grpc_otlp_receiver() as grpc_up:
         config = base_config(http_up.endpoint)
-        config["upstreams"].append({"endpoint": grpc_up.endpoint, "protocol": "grpc"})
+        config["upstreams"][0]["compression"] = "gzip"
+        config["upstreams"].append(
+            {"endpoint": grpc_up.endpoint, "protocol": "grpc", "compression": "gzip"}
+        )
         path = tmp_path_factory.mktemp("collector") / "tracefact.yaml"
         with running_collector(path, config) as collector:
             yield Setup(collector, http_up, grpc_up)
@@ -453,3 +456,16 @@ def test_an_llm_span_inside_an_llm_span_is_evaluated_once_on_the_outer_one(setup
     assert nested[semconv.EVAL_STATUS] == "skipped"
     assert nested[semconv.EVAL_SKIP_REASON] == "nested"
     assert nested[semconv.EVAL_NESTED_IN] == f"{outer_id:016x}"
+
+
+def test_a_root_that_arrives_before_its_llm_span_keeps_the_documents(setup: Setup) -> None:
+    """The SDK forgets a trace's documents when its root ends; here the LLM span is later."""
+    trace_id = next(_trace_ids)
+    spans = fixture_spans("openllmetry_langchain-retriever-plain", trace_id)
+    llm = [s for s in spans if span_role(s.attributes or {}) == "llm"]
+    setup.send([s for s in spans if s not in llm])  # the retriever and the root
+    setup.send(llm)
+    received = setup.received(trace_id, len(spans))
+    [span] = [s for s in received if span_role(attributes(s)) == "llm"]
+    assert attributes(span)[semconv.CONTEXTS_SOURCE] == "retrieval"
+    assert attributes(span)[LABEL] == "factual"

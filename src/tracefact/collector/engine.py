@@ -97,7 +97,8 @@ class Results(SpanProcessor):
     An exported span whose ids match a held span is that span, possibly with results
     added: they are written onto the original protobuf span, which is forwarded. Any
     other span is a carrier of results (attach "span", or a result later than
-    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it.
+    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it; carriers are not
+    counted in their request's acknowledgement (the evaluated span itself went upstream).
     """
 
     def __init__(self, forwarder: Forwarder) -> None:
@@ -197,8 +198,9 @@ class Engine:
             for entry in self.queue.get(ENTRIES_PER_TAKE, timeout):
                 try:
                     self.route(entry)
-                except Exception:  # a bug here must not stop the collector
+                except Exception:  # a bug here must not stop the collector, nor lose spans
                     logger.exception("routing failed", extra={"event": "route_failed"})
+                    self._pass_through(entry)
             self._release(time.monotonic())
 
     # --- routing ---------------------------------------------------------------------
@@ -240,13 +242,24 @@ class Engine:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
 
+    def _pass_through(self, entry: Entry) -> None:
+        """A request the router failed on goes upstream as received, unevaluated.
+
+        Spans of it that were already forwarded or held may then arrive twice: better
+        twice than never.
+        """
+        tracker = Tracker(entry.id, self.queue.ack)
+        count = sum(len(s.spans) for r in entry.request.resource_spans for s in r.scope_spans)
+        tracker.add(count)
+        if count:
+            self.forwarder.send(entry.request.SerializeToString(), count, _done(tracker, count))
+        tracker.done(1)
+
     def _role(self, span: Span) -> str | None:
         """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
         if self.processor is None:
             return None
-        routing = {
-            kv.key: spans.value(kv.value) for kv in span.attributes if kv.key in ROUTING_KEYS
-        }
+        routing = spans.selected_attributes(span.attributes, ROUTING_KEYS)
         if not routing or semconv.EVAL_STATUS in routing:
             if not span.parent_span_id and self.store.traces:
                 self._root_arrived(span)
@@ -330,6 +343,9 @@ class Engine:
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
+        # A tree of its own: results are written on the evaluation thread while this
+        # thread goes on reading the request the span came from.
+        held.span = spans.detached(held.span)
         held.keys = frozenset(kv.key for kv in held.span.attributes)
         held.events = len(held.span.events)
         view = spans.view(held.span, held.resource, held.scope_spans, marks)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefact import semconv
 from tracefact._imports import import_extra
@@ -57,6 +59,20 @@ class Outcome:
     transient: bool = False
     error: str = ""
     retry_after: float | None = None
+    rejected: int = 0
+    """Accepted, but the upstream's partial success says it dropped this many spans."""
+
+
+def accepted(reply: bytes) -> Outcome:
+    """A 200 / OK: read OTLP's partial success, where a backend says what it dropped."""
+    try:
+        partial = ExportTraceServiceResponse.FromString(reply).partial_success
+    except DecodeError:
+        return Outcome(True)  # not protobuf (a JSON or empty body): nothing said
+    if partial.rejected_spans <= 0:
+        return Outcome(True)
+    error = f"partial success: {partial.error_message or 'no message'}"
+    return Outcome(True, error=error, rejected=int(partial.rejected_spans))
 
 
 class HttpUpstream:
@@ -79,7 +95,8 @@ class HttpUpstream:
         except httpx.HTTPError as exc:
             return Outcome(False, True, f"{type(exc).__name__}: {exc}")
         if response.is_success:
-            return Outcome(True)
+            protobuf = "protobuf" in response.headers.get("content-type", "")
+            return accepted(response.content) if protobuf else Outcome(True)
         error = f"HTTP {response.status_code}: {response.text[:200]}"
         if is_transient_status(response.status_code):
             return Outcome(False, True, error, retry_after_seconds(response.headers))
@@ -92,16 +109,23 @@ class HttpUpstream:
 class GrpcUpstream:
     """OTLP/gRPC; the body goes out as encoded, with the headers as metadata."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, retry_max_seconds: float) -> None:
         grpc = import_extra("grpc", "collector")
         self._grpc = grpc
         target = upstream.endpoint
         secure = target.startswith("https://")
         target = target.removeprefix("https://").removeprefix("http://").rstrip("/")
+        # gRPC's own reconnect backoff grows to two minutes: after an outage the channel
+        # would refuse calls long after the upstream is back. Ours decides the waits.
+        options = [
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", max(100, int(retry_max_seconds * 1000))),
+        ]
         self._channel = (
-            grpc.secure_channel(target, grpc.ssl_channel_credentials())
+            grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
             if secure
-            else grpc.insecure_channel(target)
+            else grpc.insecure_channel(target, options)
         )
         self._call = self._channel.unary_unary(GRPC_EXPORT_METHOD)  # bytes in, bytes out
         self._metadata = tuple((k.lower(), v) for k, v in upstream.headers.items())
@@ -110,7 +134,7 @@ class GrpcUpstream:
 
     def export(self, body: bytes) -> Outcome:
         try:
-            self._call(
+            reply = self._call(
                 body,
                 timeout=self._timeout,
                 metadata=self._metadata,
@@ -120,7 +144,7 @@ class GrpcUpstream:
             code = exc.code()
             name = code.name if code is not None else "UNKNOWN"
             return Outcome(False, name in _GRPC_TRANSIENT, f"gRPC {name}: {exc.details()}")
-        return Outcome(True)
+        return accepted(reply)
 
     def close(self) -> None:
         self._channel.close()
@@ -149,7 +173,9 @@ class Sender:
     ) -> None:
         self.name = upstream.endpoint
         self.client: HttpUpstream | GrpcUpstream = (
-            GrpcUpstream(upstream) if upstream.protocol == "grpc" else HttpUpstream(upstream)
+            GrpcUpstream(upstream, options.retry_max_seconds)
+            if upstream.protocol == "grpc"
+            else HttpUpstream(upstream)
         )
         self.options = options
         self.backoff = Backoff(options.retry_base_seconds, options.retry_max_seconds)
@@ -211,7 +237,10 @@ class Sender:
                 return
             outcome = self.client.export(body)
             if outcome.ok:
-                self.metrics.forwarded.add(spans, self.attributes)
+                rejected = min(outcome.rejected, spans)
+                self.metrics.forwarded.add(spans - rejected, self.attributes)
+                if rejected:
+                    self._lost(rejected, semconv.UPSTREAM_REJECTED, outcome.error)
                 return
             error = outcome.error
             if not outcome.transient:

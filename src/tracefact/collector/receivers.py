@@ -9,7 +9,7 @@ refused gets a status saying why, and is counted by reason:
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
 | body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
 | not protobuf or JSON, unknown encoding | 415 | - |
-| not a valid OTLP message | 400 | INVALID_ARGUMENT (gRPC's own decoding) |
+| not a valid OTLP message | 400 | INVALID_ARGUMENT |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
 
@@ -39,7 +39,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from tracefact import semconv
 from tracefact._imports import import_extra
 from tracefact.collector.config import CollectorConfig
-from tracefact.collector.decode import JSON, BadRequest, decode, decompress, media_type
+from tracefact.collector.decode import (
+    JSON,
+    PROTOBUF,
+    BadRequest,
+    decode,
+    decompress,
+    media_type,
+)
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.limits import apply_limits
 from tracefact.collector.metrics import CollectorMetrics
@@ -77,6 +84,8 @@ class Ingest:
         self.forwarder = forwarder
         self.metrics = metrics
         self.accepting = True
+        self._busy = 0  # accept() calls under way
+        self._idle = threading.Condition()
         token = config.auth.bearer_token
         self._expected = f"Bearer {token}".encode() if token else None
 
@@ -94,6 +103,22 @@ class Ingest:
 
     def accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
         """Queue the request, or raise `Refused`."""
+        with self._idle:
+            self._busy += 1
+        try:
+            self._accept(request, protocol)
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout: float) -> None:
+        """Accept nothing more; wait for requests being queued (what is queued is drained)."""
+        with self._idle:
+            self.accepting = False
+            self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def _accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
         retry_after = self.config.forwarding.retry_after_seconds
         if not self.accepting:
             raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")
@@ -142,6 +167,7 @@ class HttpReceiver:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
+    timeout = 60  # seconds a connection may sit idle or send slowly before it is closed
     server_version = "tracefact-collector"
     ingest: Ingest
     render: Callable[[], bytes]
@@ -265,10 +291,8 @@ class GrpcReceiver:
             options=[("grpc.max_receive_message_length", config.limits.max_body_bytes)],
         )
         servicer = _Servicer(ingest, grpc)
-        export = grpc.unary_unary_rpc_method_handler(
-            servicer.Export,
-            request_deserializer=ExportTraceServiceRequest.FromString,
-            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        export = grpc.unary_unary_rpc_method_handler(  # bytes in: a bad message is ours to refuse
+            servicer.Export, response_serializer=ExportTraceServiceResponse.SerializeToString
         )
         service = GRPC_SERVICE
         handler = grpc.method_handlers_generic_handler(service, {"Export": export})
@@ -289,12 +313,17 @@ class _Servicer:
         self.ingest = ingest
         self.grpc = grpc
 
-    def Export(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+    def Export(self, body: bytes, context: Any) -> Any:
         codes = self.grpc.StatusCode
         metadata = dict(context.invocation_metadata())
         if not self.ingest.authorized(metadata.get("authorization")):
             self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
             context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            request = decode(body, PROTOBUF)
+        except BadRequest as exc:
+            self.ingest.reject("grpc", exc.reason)
+            context.abort(codes.INVALID_ARGUMENT, exc.message)
         try:
             self.ingest.accept(request, "grpc")
         except Refused as exc:

@@ -173,7 +173,7 @@ class Collector:
     def shutdown(self) -> None:
         """Stop accepting, settle what is held, flush upstream; all within the deadline."""
         deadline = time.monotonic() + self.config.shutdown_seconds
-        self.ingest.accepting = False
+        self.ingest.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self.grpc is not None:
             self.grpc.stop(grace_seconds=1.0)
         if self.http is not None:

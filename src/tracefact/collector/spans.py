@@ -108,6 +108,17 @@ _KINDS = {
 }
 
 
+def detached(span: Span) -> Span:
+    """A copy of the span with a protobuf tree of its own.
+
+    Results are added to it on the evaluation thread while other threads read the
+    request it came from: one tree must not be written from two threads.
+    """
+    copy = Span()
+    copy.CopyFrom(span)
+    return copy
+
+
 def add_results(
     span: Span, original_keys: frozenset[str], original_events: int, result: ReadableSpan
 ) -> None:
