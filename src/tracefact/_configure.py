@@ -188,7 +188,13 @@ def configure(
     if evaluators is None:
         evaluators = _evaluators_from(settings)
     if evaluators:
-        monitor = rate_monitor(settings, [e.name for e in evaluators], meter_provider)
+        monitor = rate_monitor(
+            [e.name for e in evaluators],
+            meter_provider,
+            group_by=settings.group_by(),
+            max_groups=settings.monitor_max_groups,
+            window_seconds=settings.monitor_window_seconds,
+        )
         processor = EvaluationProcessor(
             processor,
             evaluators,

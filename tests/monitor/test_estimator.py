@@ -161,3 +161,32 @@ def test_counts_add_like_single_observations() -> None:
 def test_bad_options_are_refused_by_name(argument: str, value: object) -> None:
     with pytest.raises((ValueError, TypeError), match=argument):
         RateEstimator(**{argument: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("weight", "time", "count"),
+    [(0.0, 0.0, 1), (math.nan, 0.0, 1), (-2.0, 0.0, 1), (1.0, math.inf, 1), (1.0, 0.0, -1)],
+)
+def test_impossible_observations_are_refused(weight: float, time: float, count: int) -> None:
+    estimator = RateEstimator(group_by=())
+    with pytest.raises(ValueError, match=r"weight|time"):
+        estimator.add(Observation("judge", (), weight, "ok", True, time), count=count)
+    assert estimator.estimates(now=0.0) == []
+
+
+def test_a_span_time_comes_from_the_caller_offline() -> None:
+    estimator = RateEstimator(group_by=(), window_seconds=60, bucket_seconds=10)
+    estimator.add_span(evaluated("hallucinated", 1.0), time=1_000.0)
+    assert estimator.estimates(now=1_000.0)[0].rate == 1.0
+    estimator.add_span(evaluated("factual", 1.0), time=1_100.0)
+    (estimate,) = estimator.estimates(now=1_100.0)  # the first span is out of the window
+    assert (estimate.totals.judged, estimate.rate) == (1, 0.0)
+
+
+def test_a_span_failed_before_any_evaluator_is_known_is_still_counted() -> None:
+    estimator = RateEstimator(group_by=(), clock=lambda: 0.0)
+    estimator.add_span(evaluated(None, 0.5, status=semconv.STATUS_SHUTDOWN))
+    (estimate,) = estimator.estimates()
+    assert estimate.evaluator == semconv.EVALUATOR_UNKNOWN
+    assert estimate.totals.unjudged == {"shutdown": 1}
+    assert estimate.coverage == 0.0

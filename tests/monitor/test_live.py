@@ -202,3 +202,19 @@ def test_prometheus_port_refuses_a_meter_provider(spans: Spans) -> None:
         tracefact.configure(exporter="none", monitor_max_groups=0)
     with pytest.raises(TypeError, match="monitor_group_by"):
         tracefact.configure(exporter="none", monitor_group_by=[1])  # type: ignore[list-item]
+
+
+def test_the_gauges_follow_the_latest_monitor_of_a_provider(endpoint: PrometheusMetrics) -> None:
+    old = RateMonitor(RateEstimator(group_by=("route",)), endpoint.meter_provider)
+    pipeline = Pipeline(observers=[old])
+    try:
+        pipeline.llm_span(output="hallucinated", **{"http.route": "/old"})
+        assert pipeline.flush()
+    finally:
+        pipeline.close()
+    assert series(scraped(endpoint.render().decode()), "tracefact_monitor_rate", route="/old") == 1
+    RateMonitor(RateEstimator(group_by=("route",)), endpoint.meter_provider)  # re-configured
+    samples = scraped(endpoint.render().decode())
+    assert not [k for k in samples if k[0] == "tracefact_monitor_rate"]
+    # the counters are cumulative for the process: they keep what the old one counted
+    assert series(samples, "tracefact_monitor_weight_total", route="/old") == 1

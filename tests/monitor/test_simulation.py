@@ -59,6 +59,11 @@ SCENARIOS: dict[str, tuple[Stratum, ...]] = {
         Stratum("b", 5_000, 0.40, 1.0),
         Stratum("b", 150_000, 0.04, 0.01),
     ),
+    # The same with little traffic: about 4 hallucinations among the 1% stratum's 180.
+    "risky 100%, rest 1%, small": (
+        Stratum("a", 2_000, 0.30, 1.0),
+        Stratum("a", 18_000, 0.02, 0.01),
+    ),
 }
 
 

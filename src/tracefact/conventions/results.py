@@ -56,8 +56,10 @@ def read_results(attributes: Mapping[str, object]) -> SpanResults | None:
     if not isinstance(status, str):
         return None
     evaluators: dict[str, EvaluatorResult] = {}
-    for key, value in attributes.items():
-        name = _evaluator_of(key)
+    # A span has dozens of attributes and this runs per sampled span: a C-level filter
+    # first, a function call only for the few `...status` keys.
+    for key in [k for k in attributes if k.endswith(_STATUS_SUFFIX)]:
+        name, value = _evaluator_of(key), attributes[key]
         if name is None or not isinstance(value, str):
             continue
         label = attributes.get(semconv.eval_attribute(name, "label"))

@@ -1,7 +1,8 @@
 """Live monitoring: the hallucination rate of all traffic from the evaluated sample.
 
 `estimator` is pure (usable offline on a file of spans); `metrics` publishes it as
-OpenTelemetry metrics; `observer` is what the pipeline hands every sampled span to.
+OpenTelemetry metrics; `live.RateMonitor` is the span observer the pipeline hands every
+sampled span to.
 """
 
 from tracefact.monitor.estimator import (

@@ -6,10 +6,14 @@ verdict y (1 = hallucinated) counts with weight w = 1/r, and the rate is Σw·y 
 own). The 95% interval is Wilson's, on an effective sample size: with equal weights
 that is n and the interval is exactly Wilson's; with mixed weights it is the n for
 which p(1-p)/n equals the estimate's linearised variance Σw²(y-p)²/(Σw)² (Korn and
-Graubard's effective sample size). Kish's (Σw)²/Σw², which ignores how the verdicts
-fall across weights, is reported as `n_eff`: the interval does not use it because a
-rule that evaluates a risky route fully and the rest at 1% makes it several times too
-pessimistic, and the opposite mix too optimistic (see tests/monitor/test_simulation.py).
+Graubard's effective sample size), but no more than the geometric mean of that and
+Kish's (Σw)²/Σw². Kish's alone ignores how the verdicts fall across weights: a rule
+that evaluates a risky route fully and the rest at 1% makes it far too pessimistic,
+the opposite mix too optimistic. The variance-based n alone trusts a variance resting
+on the few verdicts of heavily weighted spans, and with a handful of hallucinations
+among them its interval is too narrow; where it claims more than Kish's, half that
+gain (on a log scale) is kept. Kish's is reported as `n_eff`, the evidence an alert
+should ask for. tests/monitor/test_simulation.py measures the coverage.
 
 Everything here adds up: a window is a sum of buckets, a fleet a sum of processes.
 Prometheus computes the same from the counters of `tracefact.monitor.*` (the recording
@@ -72,6 +76,8 @@ class Totals:
 
     def add(self, observation: Observation, count: int = 1) -> None:
         """Count `observation` `count` times."""
+        if count == 0:
+            return
         if observation.status != semconv.STATUS_OK or observation.hallucinated is None:
             self.unjudged[observation.status] += count
             return
@@ -128,6 +134,8 @@ def interval(totals: Totals, confidence: float = 0.95) -> Interval:
     spread = (1 - 2 * rate) * totals.hallucinated_weight_squared
     variance = (spread + rate * rate * totals.weight_squared) / totals.weight**2
     n = rate * (1 - rate) / variance if variance > 0 and 0 < rate < 1 else kish
+    if n > kish:  # a gain over Kish's rests on few verdicts: keep half of it
+        n = math.sqrt(n * kish)
     lower, upper = wilson(rate, n, z)
     return Interval(rate, lower, upper, kish, n)
 
@@ -267,8 +275,13 @@ class RateEstimator:
         """Record `observation` `count` times; returns it with its group bounded.
 
         Observations older than the window (behind the newest one seen) are left out
-        of the estimates.
+        of the estimates. A weight that is not a positive number, a time that is not
+        finite or a negative count raise ValueError.
         """
+        if not (math.isfinite(observation.weight) and observation.weight > 0) or count < 0:
+            raise ValueError(f"weight must be positive and count not negative: {observation}")
+        if not math.isfinite(observation.time):
+            raise ValueError(f"observation time must be finite: {observation}")
         index = math.floor(observation.time / self.bucket_seconds)
         with self._lock:
             self._evaluators.setdefault(observation.evaluator, None)

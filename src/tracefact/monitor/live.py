@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tracefact.config import Settings
 from tracefact.monitor.estimator import RateEstimator
 from tracefact.monitor.metrics import monitor_metrics
+from tracefact.pipeline.reading import plain_attributes
 
 WINDOW_BUCKETS = 30
 """The live rate's window slides by a thirtieth of its length (10 s in 5 minutes)."""
@@ -31,22 +31,28 @@ class RateMonitor:
     def observe(self, span: ReadableSpan) -> None:
         """Record the span's outcome per evaluator; a span not sampled changes nothing."""
         resource = span.resource.attributes if span.resource is not None else {}
-        for outcome in self.estimator.add_span(span.attributes or {}, resource):
+        for outcome in self.estimator.add_span(plain_attributes(span), resource):
             self._metrics.record(outcome, self.estimator.labels(outcome.group))
 
 
 def rate_monitor(
-    settings: Settings, evaluators: Sequence[str], meter_provider: MeterProvider | None = None
+    evaluators: Sequence[str],
+    meter_provider: MeterProvider | None = None,
+    *,
+    group_by: Sequence[str] = ("service", "model"),
+    max_groups: int = 50,
+    window_seconds: float = 300.0,
 ) -> RateMonitor:
-    """The monitor the `monitor_*` settings ask for, for a pipeline of these evaluators.
+    """A monitor for a pipeline of these evaluators, its window sliding in 30 steps.
 
-    `configure()` builds its monitor here; so can any other host of the pipeline.
+    `configure()` builds its monitor here from the `monitor_*` options; so can any other
+    host of the pipeline (pass it as `EvaluationProcessor(observers=[...])`).
     """
     estimator = RateEstimator(
-        group_by=settings.group_by(),
-        max_groups=settings.monitor_max_groups,
-        window_seconds=settings.monitor_window_seconds,
-        bucket_seconds=settings.monitor_window_seconds / WINDOW_BUCKETS,
+        group_by=group_by,
+        max_groups=max_groups,
+        window_seconds=window_seconds,
+        bucket_seconds=window_seconds / WINDOW_BUCKETS,
         evaluators=evaluators,
     )
     return RateMonitor(estimator, meter_provider)
