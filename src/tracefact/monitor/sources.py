@@ -39,7 +39,7 @@ class Row:
 
 @dataclass
 class Snapshot:
-    """What the view shows at one moment; None where the source cannot know."""
+    """What the view shows at one moment; empty where the source cannot know."""
 
     source: str
     taken: float = 0.0
@@ -210,12 +210,12 @@ class PrometheusSource:
         elif name == self.EVAL_DROPPED:
             snapshot.drops["evaluation queue full"] = value
         elif name == self.EXPORT_DROPPED:
-            snapshot.drops[f"export {labels.get('reason', '?')}"] = value
+            snapshot.drops[f"export {labels.get(semconv.METRIC_REASON, '?')}"] = value
         elif name == self.REJECTED:
-            key = f"rejected {labels.get('reason', '?')}"
+            key = f"rejected {labels.get(semconv.METRIC_REASON, '?')}"
             snapshot.drops[key] = snapshot.drops.get(key, 0.0) + value
         elif name == self.UPSTREAM_FAILED:
-            key = f"upstream {labels.get('reason', '?')}"
+            key = f"upstream {labels.get(semconv.METRIC_REASON, '?')}"
             snapshot.drops[key] = snapshot.drops.get(key, 0.0) + value
         elif name == self.RECEIVED:
             counts[RECEIVED] += value
