@@ -261,3 +261,20 @@ def test_results_held_past_the_limit_count_once_for_each_evaluator(tmp_path: Pat
     assert (cost.evaluated, cost.priced, cost.usd) == (8, 8, pytest.approx(0.008))
     page = report_page(spans, tmp_path)
     assert "judge-a: rate over time" in page and "judge-b: rate over time" in page
+
+
+def test_importing_tracefact_and_its_cli_loads_no_report_or_view_code() -> None:
+    """`import tracefact` stays light: the report and the view load on use.
+
+    (rich itself is not checked: httpx imports it for its own command line when present.)
+    """
+    code = (
+        "import sys, tracefact, tracefact.cli\n"
+        "names = ('prometheus_client', 'tracefact.monitor.report', 'tracefact.monitor.html',"
+        " 'tracefact.monitor.terminal', 'tracefact.monitor.sources')\n"
+        "loaded = [m for m in names if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
