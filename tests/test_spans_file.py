@@ -162,3 +162,18 @@ def test_a_truncated_file_is_read_again_from_the_start(tmp_path: Path) -> None:
     answer("again")
     assert tracefact.force_flush(10_000)
     assert [f.span.name for f in reader.read()] == ["search", "answer"]
+
+
+def test_lines_longer_than_a_block_are_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    tracefact.configure(exporter=SpanFileExporter(path), evaluators=[], export_batch_size=2)
+    for i in range(5):
+        answer(f"question {i}")
+    assert tracefact.force_flush(10_000)
+    whole = [f.span.span_id for f in SpansFileReader(path).read()]
+    monkeypatch.setattr("tracefact.spans_file.BLOCK_BYTES", 7)
+    reader = SpansFileReader(path)
+    assert [f.span.span_id for f in reader.follow(final=True)] == whole
+    assert len(whole) == 10 and reader.bad_count == 0 and reader.lines == 5

@@ -140,7 +140,7 @@ def _add_report(commands: Any) -> None:
         help="draw a spans file as one self-contained HTML page",
         description="Read a spans file (OTLP/JSON, one export request per line, as "
         'configure(exporter="file:PATH") writes it) and write one HTML page that needs no '
-        "network: the weighted hallucination rate over time with its 95%% band by group, the "
+        "network: the weighted hallucination rate over time with its 95% band by group, the "
         "score distribution, the worst cases with their explanations, evaluator cost and "
         "latency, and coverage (spans by status). Lines that are not export requests are "
         "counted and listed, not fatal.",
@@ -211,7 +211,7 @@ def _add_monitor(commands: Any) -> None:
     command = commands.add_parser(
         "monitor",
         help="watch the live hallucination rate in the terminal",
-        description="A live view of the weighted hallucination rate and its 95%% interval per "
+        description="A live view of the weighted hallucination rate and its 95% interval per "
         "evaluator and group, throughput, queue depth and drops, from a Prometheus endpoint "
         "(an SDK with prometheus_port, or the collector) or from a spans file as it grows. "
         "q or Ctrl-C quits. Needs the monitor extra.",

@@ -297,6 +297,9 @@ MONITOR_EVALUATOR: Final = "evaluator"
 """The metric attribute naming the evaluator."""
 MONITOR_STATUS: Final = "status"
 """The metric attribute of `tracefact.monitor.spans`."""
+METRIC_REASON: Final = "reason"
+"""The metric attribute saying why, on the drop, skip, rejection and upstream-failure
+counters (`tracefact.export.dropped`, `tracefact.collector.requests.rejected`...)."""
 UNJUDGED_STATUSES = (STATUS_DROPPED, STATUS_TIMEOUT, STATUS_ERROR, STATUS_SHUTDOWN)
 """Sampled but not judged: left out of the rate, counted against its coverage."""
 EVALUATOR_UNKNOWN: Final = "(unknown)"

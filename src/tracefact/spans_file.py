@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ FILE_PREFIX = "file:"
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 TAIL_BYTES = 256
+BLOCK_BYTES = 1 << 20
 
 
 class SpanFileExporter(SpanExporter):
@@ -133,18 +134,35 @@ class SpansFileReader:
 
     def read(self, final: bool = False) -> list[FileSpan]:
         """Spans of the complete lines appended since the last call (OSError if unreadable)."""
+        return list(self.follow(final))
+
+    def follow(self, final: bool = False) -> Iterator[FileSpan]:
+        """The same as `read`, a block of lines at a time: memory stays that of one block.
+
+        A caller that stops early leaves the rest of the block for the next call.
+        """
         with self.path.open("rb") as handle:
             handle.seek(max(0, self._offset - len(self._tail)))
             if handle.read(len(self._tail)) != self._tail:  # truncated or replaced: start over
                 self._offset, self._tail = 0, b""
             handle.seek(self._offset)
-            data = handle.read()
-        end = len(data) if final else data.rfind(b"\n") + 1
-        self._offset += end
-        if end:
-            self._tail = data[max(0, end - TAIL_BYTES) : end]
+            pending = b""
+            while True:
+                block = handle.read(BLOCK_BYTES)
+                data = pending + block
+                end = len(data) if final and not block else data.rfind(b"\n") + 1
+                if end:
+                    spans = self._lines(data[:end])
+                    self._offset += end
+                    self._tail = data[max(0, end - TAIL_BYTES) : end]
+                    yield from spans
+                pending = data[end:]
+                if not block:
+                    return
+
+    def _lines(self, data: bytes) -> list[FileSpan]:
         spans: list[FileSpan] = []
-        for raw in data[:end].splitlines():
+        for raw in data.splitlines():
             self.lines += 1
             if raw.strip():
                 spans.extend(self._parse(raw))

@@ -13,10 +13,12 @@ import pytest
 import tracefact
 from tests.conftest import reset_global_tracer_provider
 from tests.monitor.spans import evaluated, spans_file
+from tests.pipeline.helpers import ScriptedEvaluator
 from tracefact import semconv
 from tracefact.cli import main
 from tracefact.evaluators.lexical import LexicalOverlap
 from tracefact.monitor.report import MAX_POINTS, build_report
+from tracefact.spans_file import SpansFileReader
 
 T0 = 1_780_000_000.0
 CORPUS = "The Eiffel Tower was completed in 1889 and is 330 metres tall."
@@ -228,3 +230,51 @@ def test_a_short_window_over_a_long_run_keeps_charts_bounded(tmp_path: Path) -> 
             writer.span("llm", evaluated("factual"), T0 + i * 3.6)
     (series,) = build_report(spans, window_seconds=5).series
     assert 300 <= len(series.points) <= MAX_POINTS + 2
+
+
+def test_results_held_past_the_limit_count_once_for_each_evaluator(tmp_path: Path) -> None:
+    """Slow answers leave first as `timeout`, their results follow on carriers."""
+    spans = tmp_path / "spans.jsonl"
+    tracefact.configure(
+        exporter=f"file:{spans}",
+        evaluators=[ScriptedEvaluator("judge-a", cost=0.001), ScriptedEvaluator("judge-b")],
+        max_hold_seconds=0.05,
+    )
+    for i in range(8):
+        with tracefact.span("generate", kind="llm", model="m") as span:
+            search("Eiffel Tower")
+            span.record(input="When?", output="hallucinated" if i < 2 else "slow:0.3")
+    assert tracefact.force_flush(10_000)
+    tracefact.shutdown()
+    exported = [f.span.attributes for f in SpansFileReader(spans).read()]
+    assert sum(a.get("openinference.span.kind") == "EVALUATOR" for a in exported) == 6
+    assert sum(a.get("tracefact.eval.status") == "timeout" for a in exported) == 6
+
+    report = build_report(spans)
+    assert dict(report.statuses) == {"ok": 8}
+    rates = {e.evaluator: (e.rate, e.totals.judged, e.group) for e in report.by_group}
+    assert rates == {
+        "judge-a": (0.25, 8, {"model": "m"}),
+        "judge-b": (0.25, 8, {"model": "m"}),
+    }
+    (cost,) = report.costs
+    assert (cost.evaluated, cost.priced, cost.usd) == (8, 8, pytest.approx(0.008))
+    page = report_page(spans, tmp_path)
+    assert "judge-a: rate over time" in page and "judge-b: rate over time" in page
+
+
+def test_importing_tracefact_and_its_cli_loads_no_report_or_view_code() -> None:
+    """`import tracefact` stays light: the report and the view load on use.
+
+    (rich itself is not checked: httpx imports it for its own command line when present.)
+    """
+    code = (
+        "import sys, tracefact, tracefact.cli\n"
+        "names = ('prometheus_client', 'tracefact.monitor.report', 'tracefact.monitor.html',"
+        " 'tracefact.monitor.terminal', 'tracefact.monitor.sources')\n"
+        "loaded = [m for m in names if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"

@@ -77,18 +77,17 @@ def test_prometheus_source_reads_the_sdks_endpoint(tmp_path: Path) -> None:
     assert rows["m-b"].rate == 0.0 and rows["m-b"].coverage == 1.0
     assert rows["m-a"].n_eff == pytest.approx(30)
     assert first.statuses["ok"] == 60
-    assert first.queue_depth == 0
+    assert first.queues == {"evaluation": 0}
     assert first.drops["evaluation queue full"] == 0
     assert first.drops.get("export queue_full", 0) == 0
-    assert first.spans_per_second is None  # a rate needs two polls
+    assert first.throughput == {}  # a rate needs two polls
 
     for _ in range(20):
         answer("m-b", invent=False)
     assert tracefact.force_flush(10_000)
     clock.now += 10
     second = source.poll()
-    assert second.spans_per_second == pytest.approx(2.0)
-    assert second.judged_per_second == pytest.approx(2.0)
+    assert second.throughput == {"LLM spans": pytest.approx(2.0), "judged": pytest.approx(2.0)}
     assert {r.group["model"]: r.n_eff for r in second.rows}["m-b"] == pytest.approx(50)
 
     tracefact.shutdown()  # the endpoint goes away: the last figures stay, with the reason
@@ -136,8 +135,7 @@ def test_spans_file_source_follows_a_growing_file(tmp_path: Path) -> None:
     rows = {r.group["model"]: r for r in second.rows}
     assert rows["m2"].rate == 0.0 and rows["m2"].coverage == pytest.approx(10 / 11)
     assert rows["m1"].rate == 0.25  # all of m1 is still inside the 60 s window
-    assert second.spans_per_second == pytest.approx(11 / 5)
-    assert second.judged_per_second == pytest.approx(10 / 5)
+    assert second.throughput == {"LLM spans": pytest.approx(11 / 5), "judged": pytest.approx(2)}
     assert second.drops["dropped"] == 1
 
 

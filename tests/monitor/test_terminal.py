@@ -102,8 +102,10 @@ def test_follows_a_growing_spans_file_and_quits_on_q(terminal: Terminal, tmp_pat
         assert "●" in screen  # the band
         for i in range(30):  # a second model shows up while the view runs
             writer.span("llm", evaluated("hallucinated", model="m2"), T0 + 40 + i)
-        screen = terminal.wait_for(lambda s: "model=m2" in s, "the group added later")
-    assert "100.0%" in screen and "ok 70" in screen
+        screen = terminal.wait_for(
+            lambda s: "model=m2" in s and "ok 70" in s, "all of the group added later"
+        )
+    assert "100.0%" in screen
     terminal.keys("q")
     screen = terminal.wait_for(lambda s: "monitor-exit=" in s, "the monitor to exit")
     assert "monitor-exit=0" in screen

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,10 +119,11 @@ def build_report(
 ) -> Report:
     """Read `path` whole and compute the report (OSError when it cannot be read)."""
     reader = SpansFileReader(path)
-    spans = reader.read(final=True)
-    merger = EvaluatedSpans(remember=len(spans) + 1)  # a file: every carrier finds its span
+    merger = EvaluatedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
     latest: dict[tuple[int, int], EvaluatedSpan] = {}
-    for item in spans:
+    count = 0
+    for item in reader.follow(final=True):  # only LLM and carrier spans are kept
+        count += 1
         evaluated = merger.add(item)
         if evaluated is not None:
             latest[evaluated.key] = evaluated  # a carrier's merge replaces the timeout
@@ -134,7 +136,7 @@ def build_report(
         group_by=tuple(group_by),
         window_seconds=window_seconds or _default_window(times),
         lines=reader.lines,
-        spans=len(spans),
+        spans=count,
         bad_count=reader.bad_count,
         bad_lines=list(reader.bad_lines),
         start=min(times, default=None),

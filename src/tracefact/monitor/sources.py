@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,16 +39,18 @@ class Row:
 
 @dataclass
 class Snapshot:
-    """What the view shows at one moment; None where the source cannot know."""
+    """What the view shows at one moment; empty where the source cannot know."""
 
     source: str
     taken: float = 0.0
     """When it was taken (Unix seconds)."""
     rows: list[Row] = field(default_factory=list)
-    spans_per_second: float | None = None
-    """LLM spans finished per second since the previous poll."""
-    judged_per_second: float | None = None
-    queue_depth: float | None = None
+    throughput: dict[str, float] = field(default_factory=dict)
+    """Per second since the previous poll (empty on the first): `LLM spans` finished,
+    `judged`, and at a collector `received` and `forwarded` spans."""
+    queues: dict[str, float] = field(default_factory=dict)
+    """What waits, by queue: `evaluation` (sampled spans), at a collector `requests`
+    (received, not yet all upstream) and `forwarding` (spans held for upstreams)."""
     statuses: Counter[str] = field(default_factory=Counter)
     """LLM spans by final status, since the source started counting."""
     drops: dict[str, float] = field(default_factory=dict)
@@ -60,6 +62,10 @@ class Snapshot:
 
 class Source(Protocol):
     def poll(self) -> Snapshot: ...
+
+
+LLM_SPANS, JUDGED, RECEIVED, FORWARDED = "LLM spans", "judged", "received", "forwarded"
+"""The names of `Snapshot.throughput`."""
 
 
 class _Rates:
@@ -120,6 +126,12 @@ class PrometheusSource:
     QUEUE = prometheus_name(semconv.METRIC_EVAL_QUEUE_DEPTH)
     EVAL_DROPPED = prometheus_name(semconv.METRIC_EVAL_DROPPED, "_total")
     EXPORT_DROPPED = prometheus_name(semconv.METRIC_EXPORT_DROPPED, "_total")
+    RECEIVED = prometheus_name(semconv.METRIC_COLLECTOR_RECEIVED, "_total")
+    FORWARDED = prometheus_name(semconv.METRIC_COLLECTOR_FORWARDED, "_total")
+    REJECTED = prometheus_name(semconv.METRIC_COLLECTOR_REJECTED, "_total")
+    UPSTREAM_FAILED = prometheus_name(semconv.METRIC_COLLECTOR_UPSTREAM_FAILED, "_total")
+    REQUESTS_QUEUED = prometheus_name(semconv.METRIC_COLLECTOR_QUEUE_DEPTH)
+    FORWARD_BUFFERED = prometheus_name(semconv.METRIC_COLLECTOR_BUFFERED)
 
     def __init__(
         self, url: str, timeout: float = 3.0, clock: Callable[[], float] = time.time
@@ -145,6 +157,7 @@ class PrometheusSource:
 
     def _snapshot(self, samples: Iterable[Sample], now: float) -> Snapshot:
         snapshot = Snapshot(source=self.url, taken=now)
+        counts: defaultdict[str, float] = defaultdict(float)
         gauges: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float]] = {}
         for sample in samples:
             labels = {k: v for k, v in sample.labels.items() if not k.startswith(_SCOPE_LABEL)}
@@ -152,15 +165,8 @@ class PrometheusSource:
                 evaluator = labels.pop(semconv.MONITOR_EVALUATOR, "")
                 key = (evaluator, tuple(sorted(labels.items())))
                 gauges.setdefault(key, {})[sample.name] = sample.value
-            elif sample.name == self.SPANS:
-                snapshot.statuses[labels.get(semconv.MONITOR_STATUS, "?")] += int(sample.value)
-            elif sample.name == self.QUEUE:
-                snapshot.queue_depth = (snapshot.queue_depth or 0.0) + sample.value
-            elif sample.name == self.EVAL_DROPPED:
-                snapshot.drops["evaluation queue full"] = sample.value
-            elif sample.name == self.EXPORT_DROPPED:
-                reason = labels.get("reason", "?")
-                snapshot.drops[f"export {reason}"] = sample.value
+            else:
+                self._count(snapshot, sample.name, labels, sample.value, counts)
         for (evaluator, group), values in sorted(gauges.items()):
             rate = values.get(self.RATE)
             snapshot.rows.append(
@@ -179,13 +185,42 @@ class PrometheusSource:
                 f"no {self.RATE} here yet: nothing judged in the window, or not a tracefact "
                 "endpoint"
             )
-        counts = {"all": float(sum(snapshot.statuses.values()))}
-        counts["ok"] = float(snapshot.statuses.get(semconv.STATUS_OK, 0))
-        per_second = self._rates.update(now, counts)
-        if per_second is not None:
-            snapshot.spans_per_second = per_second["all"]
-            snapshot.judged_per_second = per_second["ok"]
+        counts[LLM_SPANS] = float(sum(snapshot.statuses.values()))
+        counts[JUDGED] = float(snapshot.statuses.get(semconv.STATUS_OK, 0))
+        snapshot.throughput = self._rates.update(now, dict(counts)) or {}
         return snapshot
+
+    def _count(
+        self,
+        snapshot: Snapshot,
+        name: str,
+        labels: Mapping[str, str],
+        value: float,
+        counts: defaultdict[str, float],
+    ) -> None:
+        """A sample other than the rate gauges: statuses, queues, drops, throughput."""
+        if name == self.SPANS:
+            snapshot.statuses[labels.get(semconv.MONITOR_STATUS, "?")] += int(value)
+        elif name == self.QUEUE:
+            snapshot.queues["evaluation"] = snapshot.queues.get("evaluation", 0.0) + value
+        elif name == self.REQUESTS_QUEUED:
+            snapshot.queues["requests"] = value
+        elif name == self.FORWARD_BUFFERED:
+            snapshot.queues["forwarding"] = value
+        elif name == self.EVAL_DROPPED:
+            snapshot.drops["evaluation queue full"] = value
+        elif name == self.EXPORT_DROPPED:
+            snapshot.drops[f"export {labels.get(semconv.METRIC_REASON, '?')}"] = value
+        elif name == self.REJECTED:
+            key = f"rejected {labels.get(semconv.METRIC_REASON, '?')}"
+            snapshot.drops[key] = snapshot.drops.get(key, 0.0) + value
+        elif name == self.UPSTREAM_FAILED:
+            key = f"upstream {labels.get(semconv.METRIC_REASON, '?')}"
+            snapshot.drops[key] = snapshot.drops.get(key, 0.0) + value
+        elif name == self.RECEIVED:
+            counts[RECEIVED] += value
+        elif name == self.FORWARDED:
+            counts[FORWARDED] += value
 
 
 # --- a spans file ------------------------------------------------------------------------
@@ -244,12 +279,11 @@ class SpansFileSource:
             ]
         for status in semconv.UNJUDGED_STATUSES:
             snapshot.drops[status] = float(self._statuses.get(status, 0))
-        counts = {"all": float(sum(self._statuses.values()))}
-        counts["ok"] = float(self._statuses.get(semconv.STATUS_OK, 0))
-        per_second = self._rates.update(now, counts)
-        if per_second is not None:
-            snapshot.spans_per_second = per_second["all"]
-            snapshot.judged_per_second = per_second["ok"]
+        counts = {
+            LLM_SPANS: float(sum(self._statuses.values())),
+            JUDGED: float(self._statuses.get(semconv.STATUS_OK, 0)),
+        }
+        snapshot.throughput = self._rates.update(now, counts) or {}
         if self._reader.bad_count:
             snapshot.notes.append(f"{self._reader.bad_count} lines were not OTLP/JSON, skipped")
         self._last = snapshot

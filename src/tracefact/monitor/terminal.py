@@ -63,9 +63,8 @@ def view(snapshot: Snapshot, interval: float, live: bool = True) -> Any:
     traffic.add_column(style="bold")
     traffic.add_column()
     traffic.add_row("throughput", _throughput(snapshot))
-    traffic.add_row(
-        "queue depth", "–" if snapshot.queue_depth is None else f"{snapshot.queue_depth:g}"
-    )
+    queues = ", ".join(f"{k} {v:g}" for k, v in snapshot.queues.items()) or "–"
+    traffic.add_row("queue depth", queues)
     statuses = ", ".join(f"{k} {v}" for k, v in snapshot.statuses.most_common()) or "–"
     traffic.add_row("LLM spans", statuses)
     drops = ", ".join(f"{k} {v:g}" for k, v in snapshot.drops.items()) or "–"
@@ -167,7 +166,6 @@ def _percent(value: float | None) -> str:
 
 
 def _throughput(snapshot: Snapshot) -> str:
-    if snapshot.spans_per_second is None:
+    if not snapshot.throughput:
         return "– (after the next refresh)"
-    judged = snapshot.judged_per_second or 0.0
-    return f"{snapshot.spans_per_second:.1f} LLM spans/s, {judged:.1f} judged/s"
+    return ", ".join(f"{value:.1f} {name}/s" for name, value in snapshot.throughput.items())
