@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tracefact.monitor import live
 from tracefact.pipeline.options import PipelineOptions
 
 EXPORTER_NAMES = ("otlp", "console", "none", "file:PATH")
@@ -75,15 +76,19 @@ class Settings(BaseSettings, PipelineOptions):
 
     # --- monitoring ---------------------------------------------------------------------
     monitor_group_by: str = Field(
-        default="service,model",
+        default=",".join(live.DEFAULT_GROUP_BY),
         description="comma-separated: the live rate's groups (model, service, route, "
         "prompt_version or attribute names); empty for one group",
     )
     monitor_max_groups: int = Field(
-        default=50, ge=1, description="groups kept apart per evaluator; the rest pool"
+        default=live.DEFAULT_MAX_GROUPS,
+        ge=1,
+        description="groups kept apart per evaluator; the rest pool",
     )
     monitor_window_seconds: float = Field(
-        default=300.0, gt=0, description="the sliding window of the live rate's gauges"
+        default=live.DEFAULT_WINDOW_SECONDS,
+        gt=0,
+        description="the sliding window of the live rate's gauges",
     )
     prometheus_port: int | None = Field(
         default=None, ge=0, le=65535, description="serve /metrics on this port (0: any free)"

@@ -469,3 +469,32 @@ def test_a_root_that_arrives_before_its_llm_span_keeps_the_documents(setup: Setu
     [span] = [s for s in received if span_role(attributes(s)) == "llm"]
     assert attributes(span)[semconv.CONTEXTS_SOURCE] == "retrieval"
     assert attributes(span)[LABEL] == "factual"
+
+
+def _metric_sum(text: str, name: str) -> float:
+    """The sum of a metric's samples over all its label sets, in Prometheus's text format."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
+
+
+def test_the_live_rate_counts_what_the_collector_evaluates(setup: Setup) -> None:
+    """The monitor of issue 20 runs in the collector: Σw and Σw·y on its /metrics."""
+    metrics_url = f"{setup.collector.http}/metrics"
+    weight, hallucinated = (
+        "tracefact_monitor_weight_total",
+        "tracefact_monitor_hallucinated_weight_total",
+    )
+    before = httpx.get(metrics_url).text
+    invented = next(n for n in ANSWERS if "-invented-" in n)
+    trace_id = next(_trace_ids)
+    setup.send(retriever_span(trace_id) + fixture_spans(invented, trace_id))
+    assert _wait(
+        lambda: _metric_sum(httpx.get(metrics_url).text, weight) >= _metric_sum(before, weight) + 1
+    )
+    after = httpx.get(metrics_url).text
+    assert _metric_sum(after, weight) == _metric_sum(before, weight) + 1  # sample rate 1: w = 1
+    assert _metric_sum(after, hallucinated) == _metric_sum(before, hallucinated) + 1
+    assert "tracefact_monitor_rate{" in after

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from tracefact._imports import import_extra
+from tracefact.monitor import live
 from tracefact.pipeline.options import PipelineOptions
 
 QueueBackend = Literal["memory"]
@@ -155,6 +156,17 @@ class DocumentBounds(_Model):
     max_age_seconds: float = Field(default=300.0, gt=0)
 
 
+class MonitorConfig(_Model):
+    """The live hallucination rate (`tracefact.monitor`), published on `/metrics`."""
+
+    group_by: list[str] = Field(default=list(live.DEFAULT_GROUP_BY))
+    """Attributes the rate is kept apart by (model, service, route, prompt_version or names)."""
+    max_groups: int = Field(default=live.DEFAULT_MAX_GROUPS, ge=1)
+    """Groups kept apart per evaluator; the rest pool into one."""
+    window_seconds: float = Field(default=live.DEFAULT_WINDOW_SECONDS, gt=0)
+    """The sliding window of the rate's gauges (the counters are cumulative)."""
+
+
 class Evaluation(PipelineOptions):
     """Which LLM spans are evaluated, by what, and how (plus `PipelineOptions`' fields)."""
 
@@ -172,6 +184,7 @@ class Evaluation(PipelineOptions):
     window_max_spans: int = Field(default=10_000, ge=1)
     """LLM spans waiting in the window at once; past it the oldest leave early."""
     documents: DocumentBounds = DocumentBounds()
+    monitor: MonitorConfig = MonitorConfig()
 
     def pipeline_options(self) -> PipelineOptions:
         """The evaluation pipeline's share of these settings."""

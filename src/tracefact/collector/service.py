@@ -19,6 +19,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
 from tracefact import semconv
@@ -29,6 +30,7 @@ from tracefact.collector.config import (
     ConfigError,
     Evaluation,
     ImportedEvaluator,
+    MonitorConfig,
     SamplerConfig,
 )
 from tracefact.collector.engine import Engine, Results
@@ -39,6 +41,7 @@ from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
 from tracefact.conventions import DocumentStore
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import from_spec
+from tracefact.monitor.live import RateMonitor, rate_monitor
 from tracefact.pipeline.processor import EvaluationProcessor
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
@@ -84,6 +87,19 @@ def build_evaluators(config: Evaluation) -> list[Evaluator]:
     return evaluators
 
 
+def monitor_of(
+    evaluators: list[Evaluator], config: MonitorConfig, meter_provider: MeterProvider
+) -> RateMonitor:
+    """The live hallucination rate of what this collector evaluates, on its `/metrics`."""
+    return rate_monitor(
+        [e.name for e in evaluators],
+        meter_provider,
+        group_by=config.group_by,
+        max_groups=config.max_groups,
+        window_seconds=config.window_seconds,
+    )
+
+
 def _imported(spec: ImportedEvaluator) -> Evaluator:
     module_name, _, attribute = spec.import_path.partition(":")
     target: Any = importlib.import_module(module_name)
@@ -117,6 +133,7 @@ class Collector:
                 evaluators,
                 evaluation.pipeline_options(),
                 sampler=build_sampler(evaluation.sampler),
+                observers=[monitor_of(evaluators, evaluation.monitor, meter_provider)],
                 meter_provider=meter_provider,
                 reader=SpanReader(store=self.store),
             )

@@ -13,6 +13,9 @@ from tracefact.pipeline.reading import plain_attributes
 
 WINDOW_BUCKETS = 30
 """The live rate's window slides by a thirtieth of its length (10 s in 5 minutes)."""
+DEFAULT_GROUP_BY = ("service", "model")
+DEFAULT_MAX_GROUPS = 50
+DEFAULT_WINDOW_SECONDS = 300.0
 
 
 class RateMonitor:
@@ -39,14 +42,14 @@ def rate_monitor(
     evaluators: Sequence[str],
     meter_provider: MeterProvider | None = None,
     *,
-    group_by: Sequence[str] = ("service", "model"),
-    max_groups: int = 50,
-    window_seconds: float = 300.0,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    max_groups: int = DEFAULT_MAX_GROUPS,
+    window_seconds: float = DEFAULT_WINDOW_SECONDS,
 ) -> RateMonitor:
     """A monitor for a pipeline of these evaluators, its window sliding in 30 steps.
 
-    `configure()` builds its monitor here from the `monitor_*` options; so can any other
-    host of the pipeline (pass it as `EvaluationProcessor(observers=[...])`).
+    `configure()` builds its monitor here from the `monitor_*` options, the collector
+    from its `evaluation.monitor` keys (pass it as `EvaluationProcessor(observers=[...])`).
     """
     estimator = RateEstimator(
         group_by=group_by,
