@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -20,6 +21,8 @@ from tests.collector.harness import (
 from tests.collector.test_evaluation import retriever_span
 from tests.fakes.otlp import otlp_receiver
 from tracefact import semconv
+from tracefact.collector.config import ConfigError, load
+from tracefact.collector.service import build_evaluators
 
 
 def run(path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,9 +73,26 @@ UPSTREAM = "upstreams:\n  - endpoint: http://127.0.0.1:9\n"
         (UPSTREAM + "receivers: {http: null, grpc: null}\n", "at least one of http and grpc"),
     ],
 )
-def test_a_bad_file_is_one_line_naming_the_key_and_exit_2(
-    tmp_path: Path, text: str, message: str
-) -> None:
+def test_a_bad_file_is_one_error_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "tracefact.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        build_evaluators(load(path).evaluation)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("receivers: [unclosed", "not valid YAML"),
+        (
+            "upstreams:\n  - endpoint: ${NO_SUCH_VARIABLE_HERE}\n",
+            "NO_SUCH_VARIABLE_HERE is not set",
+        ),
+        (UPSTREAM + "evaluation: {evaluators: [nosuch]}\n", "evaluation.evaluators.0: unknown"),
+    ],
+)
+def test_the_command_prints_one_line_and_exits_2(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "tracefact.yaml"
     path.write_text(text)
     result = run(path)
@@ -95,6 +115,7 @@ def test_environment_variables_fill_the_file(tmp_path: Path) -> None:
                 {"endpoint": "${TEST_UPSTREAM}", "headers": {"x-tenant": "${TEST_TENANT}"}}
             ],
             "evaluation": {"enabled": False},
+            "metrics": {"host": "127.0.0.1", "port": 0},
         }
         env = {"TEST_UPSTREAM": upstream.endpoint, "TEST_TENANT": "acme"}
         os.environ.update(env)
@@ -104,6 +125,8 @@ def test_environment_variables_fill_the_file(tmp_path: Path) -> None:
                 spans = fixture_spans("openinference-grounded-plain", 0x77)
                 assert exporter.export(spans) == SpanExportResult.SUCCESS
                 assert upstream.wait_for(1)
+                metrics = httpx.get(f"http://127.0.0.1:{collector.ports['metrics']}/metrics")
+                assert "tracefact_collector_spans_forwarded" in metrics.text
         finally:
             for key in env:
                 del os.environ[key]
@@ -138,3 +161,27 @@ def test_the_default_local_evaluator_labels_grounded_and_invented_answers(
         if s.name == "ChatCompletion"
     }
     assert labels == {0x10CA1: "factual", 0x10CA2: "hallucinated"}
+
+
+def test_sampler_keys_build_the_sdks_samplers() -> None:
+    """Rules before ratio, then rate limit and budget: `sampling.py`'s own samplers."""
+    from tracefact.collector.config import SamplerConfig
+    from tracefact.collector.service import build_sampler
+    from tracefact.sampling import SpanInfo
+
+    sampler = build_sampler(
+        SamplerConfig.model_validate(
+            {
+                "ratio": 0.0,
+                "rules": [{"match": "checkout *"}, {"match": {"tier": "gold"}, "ratio": 1.0}],
+                "rate_limit": {"per_second": 1, "burst": 2},
+                "budget": {"usd_per_hour": 1.0, "expected_cost_usd": 0.4},
+            }
+        )
+    )
+    assert "RateLimit" in repr(sampler) and "Budget" in repr(sampler)
+    assert not sampler.decide(SpanInfo(1, "search", {})).sampled
+    gold = sampler.decide(SpanInfo(2, "chat", {"tier": "gold"}))
+    assert gold.sampled and gold.rate == 1.0
+    assert sampler.decide(SpanInfo(3, "checkout cart", {})).sampled
+    assert not sampler.decide(SpanInfo(4, "checkout cart", {})).sampled  # burst of 2 spent

@@ -87,7 +87,10 @@ def _wait(predicate: Any, timeout: float = 20.0) -> bool:
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     with otlp_receiver() as http_up, grpc_otlp_receiver() as grpc_up:
         config = base_config(http_up.endpoint)
-        config["upstreams"].append({"endpoint": grpc_up.endpoint, "protocol": "grpc"})
+        config["upstreams"][0]["compression"] = "gzip"
+        config["upstreams"].append(
+            {"endpoint": grpc_up.endpoint, "protocol": "grpc", "compression": "gzip"}
+        )
         path = tmp_path_factory.mktemp("collector") / "tracefact.yaml"
         with running_collector(path, config) as collector:
             yield Setup(collector, http_up, grpc_up)
@@ -408,3 +411,61 @@ def test_ratio_sampling_agrees_with_the_sdks_trace_id_sampler(
         sampled = reference.should_sample(None, trace_id, "x").decision.is_sampled()
         assert status == ("skipped" if sampled else "sampled_out"), hex(trace_id)
     assert set(statuses.values()) == {"skipped", "sampled_out"}
+
+
+def test_an_llm_span_inside_an_llm_span_is_evaluated_once_on_the_outer_one(setup: Setup) -> None:
+    """As the SDK does: the inner span is skipped as `nested`, naming the outer one."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from tests.collector.harness import RESOURCE, SCOPE
+
+    trace_id = next(_trace_ids)
+    [inner] = fixture_spans("openinference-grounded-plain", trace_id)
+    outer_id = 0x0A7E5
+    inner = ReadableSpan(
+        name=inner.name,
+        context=inner.context,
+        parent=SpanContext(trace_id, outer_id, False, TraceFlags(1)),
+        resource=inner.resource,
+        attributes=inner.attributes,
+        events=inner.events,
+        start_time=inner.start_time,
+        end_time=inner.end_time,
+        instrumentation_scope=inner.instrumentation_scope,
+    )
+    outer = ReadableSpan(
+        name="answer",
+        context=SpanContext(trace_id, outer_id, False, TraceFlags(1)),
+        resource=RESOURCE,
+        attributes={
+            "openinference.span.kind": "LLM",
+            "input.value": "How tall is the Eiffel Tower?",
+            "output.value": "The Eiffel Tower is 330 metres tall and was completed in 1889.",
+            "tracefact.contexts": (DOCUMENT,),
+        },
+        start_time=1,
+        end_time=3,
+        instrumentation_scope=SCOPE,
+    )
+    setup.send([inner])
+    setup.send([outer])  # a later request, as the outer span ends later
+    received = {s.name: attributes(s) for s in setup.received(trace_id, 2)}
+    assert received["answer"][semconv.EVAL_STATUS] == "ok"
+    assert received["answer"][LABEL] == "factual"
+    nested = received[inner.name]
+    assert nested[semconv.EVAL_STATUS] == "skipped"
+    assert nested[semconv.EVAL_SKIP_REASON] == "nested"
+    assert nested[semconv.EVAL_NESTED_IN] == f"{outer_id:016x}"
+
+
+def test_a_root_that_arrives_before_its_llm_span_keeps_the_documents(setup: Setup) -> None:
+    """The SDK forgets a trace's documents when its root ends; here the LLM span is later."""
+    trace_id = next(_trace_ids)
+    spans = fixture_spans("openllmetry_langchain-retriever-plain", trace_id)
+    llm = [s for s in spans if span_role(s.attributes or {}) == "llm"]
+    setup.send([s for s in spans if s not in llm])  # the retriever and the root
+    setup.send(llm)
+    received = setup.received(trace_id, len(spans))
+    [span] = [s for s in received if span_role(attributes(s)) == "llm"]
+    assert attributes(span)[semconv.CONTEXTS_SOURCE] == "retrieval"
+    assert attributes(span)[LABEL] == "factual"

@@ -199,3 +199,22 @@ def test_health_readiness_and_metrics(served: tuple[CollectorProcess, OTLPReceiv
     assert "tracefact_collector_spans_forwarded" in metrics
     assert "tracefact_eval_spans" in metrics  # the pipeline's, on the same endpoint
     assert semconv.METRIC_COLLECTOR_QUEUE_DEPTH.replace(".", "_") in metrics
+
+
+def test_an_llm_span_with_invalid_ids_is_forwarded_as_received(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """It cannot be evaluated (its trace is unknown), so it goes on untouched, not lost."""
+    collector, upstream = served
+    request = ExportTraceServiceRequest.FromString(valid_request(0x1D))
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.trace_id = b"\x01\x02\x03\x04"
+    span.name = "short-trace-id"
+    response = post(collector, request.SerializeToString(), PROTOBUF)
+    assert response.status_code == 200
+    from tests.collector.harness import wait_until
+
+    assert wait_until(lambda: any(s.name == "short-trace-id" for _, s in upstream.spans()))
+    [received] = [s for _, s in upstream.spans() if s.name == "short-trace-id"]
+    assert received.trace_id == span.trace_id and received.span_id == span.span_id
+    assert semconv.EVAL_STATUS not in attributes(received)  # this collector's limits apply

@@ -42,7 +42,7 @@ from tracefact import semconv
 from tracefact.collector import spans
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.queue import Entry, RequestQueue
-from tracefact.conventions import DocumentStore, retrieved_documents, span_role
+from tracefact.conventions import DocumentStore, Reading, retrieved_documents, span_role
 from tracefact.conventions.roles import ROLE_KEYS
 
 logger = logging.getLogger("tracefact.collector")
@@ -159,6 +159,7 @@ class Engine:
         self.window_max_spans = window_max_spans
         self._window: deque[Held] = deque()
         self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
+        self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
         self._forgets: deque[tuple[float, int]] = deque()  # (when, trace id) of ended roots
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracefact-engine", daemon=True)
@@ -207,11 +208,12 @@ class Engine:
         request = entry.request
         due = time.monotonic() + self.window_seconds
         held: list[Held] = []
+        taken: set[tuple[int, int, int]] = set()  # where the held spans are in the request
         total = 0
-        for resource_spans in request.resource_spans:
+        for r, resource_spans in enumerate(request.resource_spans):
             resource: Resource | None = None
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
+            for s, scope_spans in enumerate(resource_spans.scope_spans):
+                for i, span in enumerate(scope_spans.spans):
                     total += 1
                     role = self._role(span)
                     if role is None:
@@ -223,9 +225,10 @@ class Engine:
                         resource = spans.resource_of(
                             resource_spans.resource, resource_spans.schema_url
                         )
+                    taken.add((r, s, i))
                     held.append(
                         Held(
-                            span,
+                            spans.detached(span),
                             resource_spans,
                             scope_spans,
                             resource,
@@ -234,7 +237,7 @@ class Engine:
                             due,
                         )
                     )
-        self._forward_rest(request, held, total, tracker)
+        self._forward_rest(request, taken, total, tracker)
         for item in held:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
@@ -243,9 +246,7 @@ class Engine:
         """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
         if self.processor is None:
             return None
-        routing = {
-            kv.key: spans.value(kv.value) for kv in span.attributes if kv.key in ROUTING_KEYS
-        }
+        routing = spans.selected_attributes(span.attributes, ROUTING_KEYS)
         if not routing or semconv.EVAL_STATUS in routing:
             if not span.parent_span_id and self.store.traces:
                 self._root_arrived(span)
@@ -275,22 +276,25 @@ class Engine:
             self.store.add(int.from_bytes(span.trace_id, "big"), documents)
 
     def _forward_rest(
-        self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
+        self,
+        request: ExportTraceServiceRequest,
+        taken: set[tuple[int, int, int]],
+        total: int,
+        tracker: Tracker,
     ) -> None:
         """Everything not held, as received: the whole request when nothing is held."""
-        count = total - len(held)
-        tracker.add(count + len(held))
+        count = total - len(taken)
+        tracker.add(total)
         if count == 0:
             return
-        if not held:
+        if not taken:
             self.forwarder.send(request.SerializeToString(), count, _done(tracker, count))
             return
-        taken = {id(h.span) for h in held}
         rest = ExportTraceServiceRequest()
-        for resource_spans in request.resource_spans:
+        for r, resource_spans in enumerate(request.resource_spans):
             out_resource: ResourceSpans | None = None
-            for scope_spans in resource_spans.scope_spans:
-                keep = [s for s in scope_spans.spans if id(s) not in taken]
+            for s, scope_spans in enumerate(resource_spans.scope_spans):
+                keep = [x for i, x in enumerate(scope_spans.spans) if (r, s, i) not in taken]
                 if not keep:
                     continue
                 if out_resource is None:
@@ -307,6 +311,8 @@ class Engine:
     def _hold(self, held: Held) -> None:
         self._window.append(held)
         self._waiting[held.trace_id] += 1
+        span_id = int.from_bytes(held.span.span_id, "big")
+        self._llm_spans.setdefault(held.trace_id, set()).add(span_id)
         while len(self._window) > self.window_max_spans:  # bounded: the oldest go early
             self._evaluate(self._window.popleft())
 
@@ -321,13 +327,15 @@ class Engine:
                 self.store.forget(trace_id)
 
     def _evaluate(self, held: Held) -> None:
+        assert self.processor is not None, "spans are held only when evaluation is on"
+        marks = self._nesting(held)
         self._waiting[held.trace_id] -= 1
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
-        assert self.processor is not None, "spans are held only when evaluation is on"
-        view = spans.view(held.span, held.resource, held.scope_spans)
-        held.keys = frozenset((view.attributes or {}).keys())
-        held.events = len(view.events)
+            self._llm_spans.pop(held.trace_id, None)
+        held.keys = frozenset(kv.key for kv in held.span.attributes)
+        held.events = len(held.span.events)
+        view = spans.view(held.span, held.resource, held.scope_spans, marks)
         key = (view.context.trace_id, view.context.span_id) if view.context else (0, 0)
         self.results.expect(key, held)
         try:
@@ -337,6 +345,20 @@ class Engine:
             taken = self.results.take(key)
             if taken is not None:
                 self.results.forward(taken)
+
+    def _nesting(self, held: Held) -> dict[str, str]:
+        """The SDK's `nested` skip, for an LLM span whose parent is an LLM span of the window.
+
+        One model call traced twice (an app's LLM span around an instrumented client
+        call) is evaluated once, on the outer span, as the SDK decides when spans open.
+        """
+        parent = held.span.parent_span_id
+        if not parent or int.from_bytes(parent, "big") not in self._llm_spans.get(
+            held.trace_id, ()
+        ):
+            return {}
+        reading = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=parent.hex())
+        return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
 
 
 def _done(tracker: Tracker, spans: int) -> Callable[[], None]:

@@ -44,3 +44,6 @@ def setup(log_format: str, level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per forwarded batch
+    # The pipeline copies spans into the SDK's attribute container, which warns about
+    # OTLP values it has no type for (kvlists); the protobuf span forwarded keeps them.
+    logging.getLogger("opentelemetry.attributes").setLevel(logging.ERROR)

@@ -77,6 +77,8 @@ class Ingest:
         self.forwarder = forwarder
         self.metrics = metrics
         self.accepting = True
+        self._busy = 0  # accept() calls under way
+        self._idle = threading.Condition()
         token = config.auth.bearer_token
         self._expected = f"Bearer {token}".encode() if token else None
 
@@ -94,6 +96,22 @@ class Ingest:
 
     def accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
         """Queue the request, or raise `Refused`."""
+        with self._idle:
+            self._busy += 1
+        try:
+            self._accept(request, protocol)
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout: float) -> None:
+        """Accept nothing more; wait for requests being queued (what is queued is drained)."""
+        with self._idle:
+            self.accepting = False
+            self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def _accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
         retry_after = self.config.forwarding.retry_after_seconds
         if not self.accepting:
             raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")

@@ -35,6 +35,7 @@ from tracefact.collector.engine import Engine, Results
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.metrics import CollectorMetrics
+from tracefact.collector.queue import RequestQueue
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
 from tracefact.conventions import DocumentStore
 from tracefact.evaluators.base import Evaluator
@@ -95,10 +96,19 @@ def _imported(spec: ImportedEvaluator) -> Evaluator:
     return evaluator  # type: ignore[no-any-return]
 
 
-class Collector:
-    """Every part, built from a configuration; `start` binds the ports."""
+def open_queue(config: CollectorConfig) -> RequestQueue:
+    """The configured backend of the request queue (`queue`)."""
+    return MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
 
-    def __init__(self, config: CollectorConfig) -> None:
+
+class Collector:
+    """Every part, built from a configuration; `start` binds the ports.
+
+    With `receive=False` there are no receivers: the queue is fed elsewhere (another
+    process, through a shared backend) and this one only evaluates and forwards.
+    """
+
+    def __init__(self, config: CollectorConfig, receive: bool = True) -> None:
         self.config = config
         evaluation = config.evaluation
         evaluators = build_evaluators(evaluation) if evaluation.enabled else []
@@ -106,7 +116,7 @@ class Collector:
         self.prometheus = PrometheusMetrics(resource)
         meter_provider = self.prometheus.meter_provider
         self.metrics = CollectorMetrics(meter_provider)
-        self.queue = MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
+        self.queue = open_queue(config)
         self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
         self.results = Results(self.forwarder)
         self.store = DocumentStore(**evaluation.documents.model_dump())
@@ -130,10 +140,13 @@ class Collector:
             evaluation.window_max_spans,
         )
         self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
+        receivers = config.receivers
         self.http = (
-            HttpReceiver(self.ingest, self.prometheus.render) if config.receivers.http else None
+            HttpReceiver(self.ingest, self.prometheus.render)
+            if receive and receivers.http
+            else None
         )
-        self.grpc = GrpcReceiver(self.ingest) if config.receivers.grpc else None
+        self.grpc = GrpcReceiver(self.ingest) if receive and receivers.grpc else None
         self.metrics.gauge(
             semconv.METRIC_COLLECTOR_QUEUE_DEPTH,
             "{request}",
@@ -173,7 +186,7 @@ class Collector:
     def shutdown(self) -> None:
         """Stop accepting, settle what is held, flush upstream; all within the deadline."""
         deadline = time.monotonic() + self.config.shutdown_seconds
-        self.ingest.accepting = False
+        self.ingest.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self.grpc is not None:
             self.grpc.stop(grace_seconds=1.0)
         if self.http is not None:

@@ -59,8 +59,20 @@ def resource_of(resource: ProtoResource, schema_url: str) -> Resource:
     return Resource(attributes(resource.attributes), schema_url or None)
 
 
-def view(span: Span, resource: Resource, scope_spans: ScopeSpans) -> ReadableSpan:
-    """The span as an ended SDK span (call `has_valid_ids` first)."""
+def view(
+    span: Span,
+    resource: Resource,
+    scope_spans: ScopeSpans,
+    marks: Mapping[str, Any] | None = None,
+) -> ReadableSpan:
+    """The span as an ended SDK span (call `has_valid_ids` first).
+
+    `marks` are attributes added to the view, as the SDK's processor writes them on a
+    span while it is open (a `nested` skip).
+    """
+    values = attributes(span.attributes)
+    if marks:
+        values.update(marks)
     trace_id = int.from_bytes(span.trace_id, "big")
     flags = TraceFlags(span.flags & 0xFF or TraceFlags.SAMPLED)
     context = SpanContext(trace_id, int.from_bytes(span.span_id, "big"), False, flags)
@@ -74,7 +86,7 @@ def view(span: Span, resource: Resource, scope_spans: ScopeSpans) -> ReadableSpa
         context=context,
         parent=parent,
         resource=resource,
-        attributes=attributes(span.attributes),
+        attributes=values,
         events=[
             Event(e.name, attributes(e.attributes), timestamp=e.time_unix_nano) for e in span.events
         ],
@@ -94,6 +106,17 @@ _KINDS = {
     Span.SPAN_KIND_PRODUCER: SpanKind.PRODUCER,
     Span.SPAN_KIND_CONSUMER: SpanKind.CONSUMER,
 }
+
+
+def detached(span: Span) -> Span:
+    """A copy of the span with a protobuf tree of its own.
+
+    Results are added to it on the evaluation thread while other threads read the
+    request it came from: one tree must not be written from two threads.
+    """
+    copy = Span()
+    copy.CopyFrom(span)
+    return copy
 
 
 def add_results(
