@@ -124,7 +124,7 @@ def test_bad_requests_get_their_status_and_the_collector_keeps_serving(
     still_serving(collector, upstream, 0xBAD0000 + status + len(body))
 
 
-def test_grpc_needs_the_token_and_refuses_oversize_messages(
+def test_grpc_needs_the_token_and_refuses_oversize_and_malformed_messages(
     served: tuple[CollectorProcess, OTLPReceiver],
 ) -> None:
     collector, upstream = served
@@ -143,6 +143,15 @@ def test_grpc_needs_the_token_and_refuses_oversize_messages(
         with pytest.raises(grpc.RpcError) as oversize:
             export(big, timeout=5, metadata=(("authorization", f"Bearer {TOKEN}"),))
         assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        garbage = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        with pytest.raises(grpc.RpcError) as malformed:
+            garbage(b"\xff\xff\xff", timeout=5, metadata=(("authorization", f"Bearer {TOKEN}"),))
+        assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "bad protobuf" in (malformed.value.details() or "")
     exporter = GrpcSpanExporter(
         endpoint=collector.grpc, insecure=True, headers={"authorization": f"Bearer {TOKEN}"}
     )

@@ -275,3 +275,53 @@ def test_attach_span_forwards_at_once_and_sends_a_linked_carrier(tmp_path: Path)
     assert values[semconv.EVAL_STATUS] == "ok"
     assert carrier.parent_span_id == llm.span_id
     assert [link.span_id for link in carrier.links] == [llm.span_id]
+
+
+def test_the_window_is_bounded_the_oldest_spans_leave_early(tmp_path: Path) -> None:
+    with otlp_receiver() as upstream:
+        config = base_config(upstream.endpoint, window_seconds=60, window_max_spans=2)
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            for index in range(5):
+                response = httpx.post(
+                    f"{collector.http}/v1/traces",
+                    content=request_bytes("openinference-invented-plain", 0x8000 + index),
+                    headers=PROTOBUF,
+                )
+                assert response.status_code == 200
+            assert upstream.wait_for(3, 10)  # three left early; two wait out the window
+            time.sleep(0.3)
+            early = {int.from_bytes(s.trace_id, "big") for _, s in upstream.spans()}
+            assert early == {0x8000, 0x8001, 0x8002}
+            waiting = metric(
+                httpx.get(f"{collector.http}/metrics").text, "tracefact_collector_window_waiting"
+            )
+            assert waiting == 2
+        assert len(upstream.spans()) == 5  # the drain released the rest
+
+
+def test_a_partial_success_counts_the_spans_the_upstream_dropped(tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTracePartialSuccess,
+        ExportTraceServiceResponse,
+    )
+
+    with otlp_receiver() as upstream:
+        upstream.reply = ExportTraceServiceResponse(
+            partial_success=ExportTracePartialSuccess(rejected_spans=1, error_message="too old")
+        )
+        config = base_config(upstream.endpoint, enabled=False)
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes("langchain-retriever-plain", 0x9000),
+                headers=PROTOBUF,
+            )
+            assert response.status_code == 200
+            url = f"{collector.http}/metrics"
+            assert wait_until(
+                lambda: metric(httpx.get(url).text, "tracefact_collector_upstream_failed") == 1
+            )
+            text = httpx.get(url).text
+            assert metric(text, "tracefact_collector_spans_forwarded_total") == 2
+            [failed] = collector.events("upstream_failed")
+            assert failed["reason"] == "rejected" and "too old" in failed["error"]

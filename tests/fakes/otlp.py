@@ -31,6 +31,8 @@ class OTLPReceiver:
         self.received = threading.Condition()
         self.fail_with: int | None = None
         self.refused = 0
+        self.reply = ExportTraceServiceResponse()
+        """What an accepted request gets back (set a partial success to test it)."""
         self.endpoint = ""
 
     def spans(self) -> list[tuple[dict[str, str], Span]]:
@@ -79,7 +81,7 @@ def otlp_receiver(port: int = 0) -> Iterator[OTLPReceiver]:
                 self._reply(receiver.fail_with, b"scripted failure")
                 return
             receiver.record(ExportTraceServiceRequest.FromString(body), dict(self.headers))
-            self._reply(200, ExportTraceServiceResponse().SerializeToString())
+            self._reply(200, receiver.reply.SerializeToString())
 
         def _reply(self, status: int, payload: bytes) -> None:
             self.send_response(status)
@@ -105,7 +107,7 @@ def grpc_otlp_receiver(port: int = 0) -> Iterator[OTLPReceiver]:
             receiver.refused += 1
             context.abort(grpc.StatusCode.UNAVAILABLE, "scripted failure")
         receiver.record(request, dict(context.invocation_metadata()))
-        return ExportTraceServiceResponse()
+        return receiver.reply
 
     handler = grpc.method_handlers_generic_handler(
         "opentelemetry.proto.collector.trace.v1.TraceService",

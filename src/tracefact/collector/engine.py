@@ -97,7 +97,8 @@ class Results(SpanProcessor):
     An exported span whose ids match a held span is that span, possibly with results
     added: they are written onto the original protobuf span, which is forwarded. Any
     other span is a carrier of results (attach "span", or a result later than
-    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it.
+    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it; carriers are not
+    counted in their request's acknowledgement (the evaluated span itself went upstream).
     """
 
     def __init__(self, forwarder: Forwarder) -> None:
@@ -208,12 +209,11 @@ class Engine:
         request = entry.request
         due = time.monotonic() + self.window_seconds
         held: list[Held] = []
-        taken: set[tuple[int, int, int]] = set()  # where the held spans are in the request
         total = 0
-        for r, resource_spans in enumerate(request.resource_spans):
+        for resource_spans in request.resource_spans:
             resource: Resource | None = None
-            for s, scope_spans in enumerate(resource_spans.scope_spans):
-                for i, span in enumerate(scope_spans.spans):
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
                     total += 1
                     role = self._role(span)
                     if role is None:
@@ -225,10 +225,9 @@ class Engine:
                         resource = spans.resource_of(
                             resource_spans.resource, resource_spans.schema_url
                         )
-                    taken.add((r, s, i))
                     held.append(
                         Held(
-                            spans.detached(span),
+                            span,
                             resource_spans,
                             scope_spans,
                             resource,
@@ -237,7 +236,7 @@ class Engine:
                             due,
                         )
                     )
-        self._forward_rest(request, taken, total, tracker)
+        self._forward_rest(request, held, total, tracker)
         for item in held:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
@@ -276,25 +275,22 @@ class Engine:
             self.store.add(int.from_bytes(span.trace_id, "big"), documents)
 
     def _forward_rest(
-        self,
-        request: ExportTraceServiceRequest,
-        taken: set[tuple[int, int, int]],
-        total: int,
-        tracker: Tracker,
+        self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
     ) -> None:
         """Everything not held, as received: the whole request when nothing is held."""
-        count = total - len(taken)
-        tracker.add(total)
+        count = total - len(held)
+        tracker.add(count + len(held))
         if count == 0:
             return
-        if not taken:
+        if not held:
             self.forwarder.send(request.SerializeToString(), count, _done(tracker, count))
             return
+        taken = {id(h.span) for h in held}
         rest = ExportTraceServiceRequest()
-        for r, resource_spans in enumerate(request.resource_spans):
+        for resource_spans in request.resource_spans:
             out_resource: ResourceSpans | None = None
-            for s, scope_spans in enumerate(resource_spans.scope_spans):
-                keep = [x for i, x in enumerate(scope_spans.spans) if (r, s, i) not in taken]
+            for scope_spans in resource_spans.scope_spans:
+                keep = [s for s in scope_spans.spans if id(s) not in taken]
                 if not keep:
                     continue
                 if out_resource is None:
@@ -333,6 +329,9 @@ class Engine:
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
+        # A tree of its own: results are written on the evaluation thread while this
+        # thread goes on reading the request the span came from.
+        held.span = spans.detached(held.span)
         held.keys = frozenset(kv.key for kv in held.span.attributes)
         held.events = len(held.span.events)
         view = spans.view(held.span, held.resource, held.scope_spans, marks)

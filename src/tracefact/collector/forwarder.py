@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefact import semconv
 from tracefact._imports import import_extra
@@ -57,6 +59,20 @@ class Outcome:
     transient: bool = False
     error: str = ""
     retry_after: float | None = None
+    rejected: int = 0
+    """Accepted, but the upstream's partial success says it dropped this many spans."""
+
+
+def accepted(reply: bytes) -> Outcome:
+    """A 200 / OK: read OTLP's partial success, where a backend says what it dropped."""
+    try:
+        partial = ExportTraceServiceResponse.FromString(reply).partial_success
+    except DecodeError:
+        return Outcome(True)  # not protobuf (a JSON or empty body): nothing said
+    if partial.rejected_spans <= 0:
+        return Outcome(True)
+    error = f"partial success: {partial.error_message or 'no message'}"
+    return Outcome(True, error=error, rejected=int(partial.rejected_spans))
 
 
 class HttpUpstream:
@@ -79,7 +95,8 @@ class HttpUpstream:
         except httpx.HTTPError as exc:
             return Outcome(False, True, f"{type(exc).__name__}: {exc}")
         if response.is_success:
-            return Outcome(True)
+            protobuf = "protobuf" in response.headers.get("content-type", "")
+            return accepted(response.content) if protobuf else Outcome(True)
         error = f"HTTP {response.status_code}: {response.text[:200]}"
         if is_transient_status(response.status_code):
             return Outcome(False, True, error, retry_after_seconds(response.headers))
@@ -110,7 +127,7 @@ class GrpcUpstream:
 
     def export(self, body: bytes) -> Outcome:
         try:
-            self._call(
+            reply = self._call(
                 body,
                 timeout=self._timeout,
                 metadata=self._metadata,
@@ -120,7 +137,7 @@ class GrpcUpstream:
             code = exc.code()
             name = code.name if code is not None else "UNKNOWN"
             return Outcome(False, name in _GRPC_TRANSIENT, f"gRPC {name}: {exc.details()}")
-        return Outcome(True)
+        return accepted(reply)
 
     def close(self) -> None:
         self._channel.close()
@@ -211,7 +228,10 @@ class Sender:
                 return
             outcome = self.client.export(body)
             if outcome.ok:
-                self.metrics.forwarded.add(spans, self.attributes)
+                rejected = min(outcome.rejected, spans)
+                self.metrics.forwarded.add(spans - rejected, self.attributes)
+                if rejected:
+                    self._lost(rejected, semconv.UPSTREAM_REJECTED, outcome.error)
                 return
             error = outcome.error
             if not outcome.transient:

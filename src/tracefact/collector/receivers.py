@@ -9,7 +9,7 @@ refused gets a status saying why, and is counted by reason:
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
 | body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
 | not protobuf or JSON, unknown encoding | 415 | - |
-| not a valid OTLP message | 400 | INVALID_ARGUMENT (gRPC's own decoding) |
+| not a valid OTLP message | 400 | INVALID_ARGUMENT |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
 
@@ -39,7 +39,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from tracefact import semconv
 from tracefact._imports import import_extra
 from tracefact.collector.config import CollectorConfig
-from tracefact.collector.decode import JSON, BadRequest, decode, decompress, media_type
+from tracefact.collector.decode import (
+    JSON,
+    PROTOBUF,
+    BadRequest,
+    decode,
+    decompress,
+    media_type,
+)
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.limits import apply_limits
 from tracefact.collector.metrics import CollectorMetrics
@@ -283,10 +290,8 @@ class GrpcReceiver:
             options=[("grpc.max_receive_message_length", config.limits.max_body_bytes)],
         )
         servicer = _Servicer(ingest, grpc)
-        export = grpc.unary_unary_rpc_method_handler(
-            servicer.Export,
-            request_deserializer=ExportTraceServiceRequest.FromString,
-            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        export = grpc.unary_unary_rpc_method_handler(  # bytes in: a bad message is ours to refuse
+            servicer.Export, response_serializer=ExportTraceServiceResponse.SerializeToString
         )
         service = GRPC_SERVICE
         handler = grpc.method_handlers_generic_handler(service, {"Export": export})
@@ -307,12 +312,17 @@ class _Servicer:
         self.ingest = ingest
         self.grpc = grpc
 
-    def Export(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+    def Export(self, body: bytes, context: Any) -> Any:
         codes = self.grpc.StatusCode
         metadata = dict(context.invocation_metadata())
         if not self.ingest.authorized(metadata.get("authorization")):
             self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
             context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            request = decode(body, PROTOBUF)
+        except BadRequest as exc:
+            self.ingest.reject("grpc", exc.reason)
+            context.abort(codes.INVALID_ARGUMENT, exc.message)
         try:
             self.ingest.accept(request, "grpc")
         except Refused as exc:

@@ -35,7 +35,6 @@ from tracefact.collector.engine import Engine, Results
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.queue import RequestQueue
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
 from tracefact.conventions import DocumentStore
 from tracefact.evaluators.base import Evaluator
@@ -96,19 +95,10 @@ def _imported(spec: ImportedEvaluator) -> Evaluator:
     return evaluator  # type: ignore[no-any-return]
 
 
-def open_queue(config: CollectorConfig) -> RequestQueue:
-    """The configured backend of the request queue (`queue`)."""
-    return MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
-
-
 class Collector:
-    """Every part, built from a configuration; `start` binds the ports.
+    """Every part, built from a configuration; `start` binds the ports."""
 
-    With `receive=False` there are no receivers: the queue is fed elsewhere (another
-    process, through a shared backend) and this one only evaluates and forwards.
-    """
-
-    def __init__(self, config: CollectorConfig, receive: bool = True) -> None:
+    def __init__(self, config: CollectorConfig) -> None:
         self.config = config
         evaluation = config.evaluation
         evaluators = build_evaluators(evaluation) if evaluation.enabled else []
@@ -116,7 +106,7 @@ class Collector:
         self.prometheus = PrometheusMetrics(resource)
         meter_provider = self.prometheus.meter_provider
         self.metrics = CollectorMetrics(meter_provider)
-        self.queue = open_queue(config)
+        self.queue = MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
         self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
         self.results = Results(self.forwarder)
         self.store = DocumentStore(**evaluation.documents.model_dump())
@@ -140,13 +130,10 @@ class Collector:
             evaluation.window_max_spans,
         )
         self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
-        receivers = config.receivers
         self.http = (
-            HttpReceiver(self.ingest, self.prometheus.render)
-            if receive and receivers.http
-            else None
+            HttpReceiver(self.ingest, self.prometheus.render) if config.receivers.http else None
         )
-        self.grpc = GrpcReceiver(self.ingest) if receive and receivers.grpc else None
+        self.grpc = GrpcReceiver(self.ingest) if config.receivers.grpc else None
         self.metrics.gauge(
             semconv.METRIC_COLLECTOR_QUEUE_DEPTH,
             "{request}",
