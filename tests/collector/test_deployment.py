@@ -98,6 +98,20 @@ def test_the_image_runs_the_example_config() -> None:
     assert ["collector/tracefact.yaml", "/etc/tracefact/tracefact.yaml"] in copies
 
 
+def test_the_build_context_lets_through_exactly_what_the_stages_copy() -> None:
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    allowed = {line[1:] for line in ignore if line.startswith("!")}
+    copied = {
+        source
+        for stage in dockerfile_stages().values()
+        for keyword, arguments in stage
+        if keyword == "COPY"
+        for source in arguments.split()[:-1]
+    }
+    assert "**" in ignore
+    assert allowed == copied
+
+
 def test_the_demo_image_pins_the_instrumentors_the_tests_use() -> None:
     required = importlib.metadata.requires("tracefact") or []
     pins = [r.split(";")[0].strip() for r in required if "extra == 'instrumentors'" in r]
