@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import httpx
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -23,7 +24,7 @@ from tests.collector.harness import (
     wait_until,
     write_config,
 )
-from tests.fakes.otlp import otlp_receiver
+from tests.fakes.otlp import grpc_otlp_receiver, otlp_receiver
 from tracefact import semconv
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -52,9 +53,12 @@ def metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def test_upstream_down_then_back_gets_every_held_span_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_upstream_down_then_back_gets_every_held_span_once(tmp_path: Path, protocol: str) -> None:
     port = free_port()
     config = base_config(f"http://127.0.0.1:{port}")
+    if protocol == "grpc":
+        config["upstreams"] = [{"endpoint": f"127.0.0.1:{port}", "protocol": "grpc"}]
     with running_collector(tmp_path / "c.yaml", config) as collector:
         names = ["langchain-retriever-plain", "openinference-invented-plain"] * 5
         for index, name in enumerate(names):
@@ -69,7 +73,8 @@ def test_upstream_down_then_back_gets_every_held_span_once(tmp_path: Path) -> No
         assert wait_until(
             lambda: metric(httpx.get(metrics_url).text, "tracefact_collector_upstream_retries") >= 3
         )
-        with otlp_receiver(port) as upstream:
+        receiver = otlp_receiver if protocol == "http" else grpc_otlp_receiver
+        with receiver(port) as upstream:
             assert upstream.wait_for(expected, 20)
             time.sleep(0.5)  # anything sent twice would arrive by now
             spans = upstream.spans()

@@ -198,8 +198,9 @@ class Engine:
             for entry in self.queue.get(ENTRIES_PER_TAKE, timeout):
                 try:
                     self.route(entry)
-                except Exception:  # a bug here must not stop the collector
+                except Exception:  # a bug here must not stop the collector, nor lose spans
                     logger.exception("routing failed", extra={"event": "route_failed"})
+                    self._pass_through(entry)
             self._release(time.monotonic())
 
     # --- routing ---------------------------------------------------------------------
@@ -240,6 +241,19 @@ class Engine:
         for item in held:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
+
+    def _pass_through(self, entry: Entry) -> None:
+        """A request the router failed on goes upstream as received, unevaluated.
+
+        Spans of it that were already forwarded or held may then arrive twice: better
+        twice than never.
+        """
+        tracker = Tracker(entry.id, self.queue.ack)
+        count = sum(len(s.spans) for r in entry.request.resource_spans for s in r.scope_spans)
+        tracker.add(count)
+        if count:
+            self.forwarder.send(entry.request.SerializeToString(), count, _done(tracker, count))
+        tracker.done(1)
 
     def _role(self, span: Span) -> str | None:
         """The span's role if the pipeline takes it (llm, retriever); None passes it through."""

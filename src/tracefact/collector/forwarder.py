@@ -109,16 +109,23 @@ class HttpUpstream:
 class GrpcUpstream:
     """OTLP/gRPC; the body goes out as encoded, with the headers as metadata."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, retry_max_seconds: float) -> None:
         grpc = import_extra("grpc", "collector")
         self._grpc = grpc
         target = upstream.endpoint
         secure = target.startswith("https://")
         target = target.removeprefix("https://").removeprefix("http://").rstrip("/")
+        # gRPC's own reconnect backoff grows to two minutes: after an outage the channel
+        # would refuse calls long after the upstream is back. Ours decides the waits.
+        options = [
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", max(100, int(retry_max_seconds * 1000))),
+        ]
         self._channel = (
-            grpc.secure_channel(target, grpc.ssl_channel_credentials())
+            grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
             if secure
-            else grpc.insecure_channel(target)
+            else grpc.insecure_channel(target, options)
         )
         self._call = self._channel.unary_unary(GRPC_EXPORT_METHOD)  # bytes in, bytes out
         self._metadata = tuple((k.lower(), v) for k, v in upstream.headers.items())
@@ -166,7 +173,9 @@ class Sender:
     ) -> None:
         self.name = upstream.endpoint
         self.client: HttpUpstream | GrpcUpstream = (
-            GrpcUpstream(upstream) if upstream.protocol == "grpc" else HttpUpstream(upstream)
+            GrpcUpstream(upstream, options.retry_max_seconds)
+            if upstream.protocol == "grpc"
+            else HttpUpstream(upstream)
         )
         self.options = options
         self.backoff = Backoff(options.retry_base_seconds, options.retry_max_seconds)

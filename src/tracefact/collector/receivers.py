@@ -167,6 +167,7 @@ class HttpReceiver:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
+    timeout = 60  # seconds a connection may sit idle or send slowly before it is closed
     server_version = "tracefact-collector"
     ingest: Ingest
     render: Callable[[], bytes]
