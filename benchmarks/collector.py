@@ -466,6 +466,12 @@ def settle(upstream: str, expected: int, timeout: float) -> dict[str, Any]:
     return stats
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -505,8 +511,10 @@ def scrape(ingest: str) -> dict[str, float]:
 
 def forwarding(args: argparse.Namespace, workdir: Path) -> None:
     with running_collector({"evaluation": {"enabled": False}}, workdir) as procs:
+        cpu = cpu_seconds(procs.collector.pid)
         sent = run_sender(procs.ingest, "plain", args.seconds, args.senders)
         stats = settle(procs.upstream, sent["accepted"], timeout=120)
+        cpu = cpu_seconds(procs.collector.pid) - cpu
         own = scrape(procs.ingest)
     elapsed = stats["last"] - sent["started"]
     print("1. forwarding, no evaluation (plain web spans, 4 a trace)")
@@ -520,6 +528,10 @@ def forwarding(args: argparse.Namespace, workdir: Path) -> None:
         f"{elapsed:.1f} s: {stats['spans'] / elapsed:,.0f} spans/s "
         f"(the collector counted {own.get('tracefact_collector_spans_received_total', 0):,.0f} "
         f"received, {own.get('tracefact_collector_spans_forwarded_total', 0):,.0f} forwarded)"
+    )
+    print(
+        f"   the collector's CPU: {cpu:.1f} s, {cpu / stats['spans'] * 1e6:.1f} µs a span "
+        f"({cpu / elapsed:.0%} of one core)"
     )
 
 
