@@ -98,6 +98,20 @@ def test_the_image_runs_the_example_config() -> None:
     assert ["collector/tracefact.yaml", "/etc/tracefact/tracefact.yaml"] in copies
 
 
+def test_the_build_context_lets_through_exactly_what_the_stages_copy() -> None:
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    allowed = {line[1:] for line in ignore if line.startswith("!")}
+    copied = {
+        source
+        for stage in dockerfile_stages().values()
+        for keyword, arguments in stage
+        if keyword == "COPY"
+        for source in arguments.split()[:-1]
+    }
+    assert "**" in ignore
+    assert allowed == copied
+
+
 def test_the_demo_image_pins_the_instrumentors_the_tests_use() -> None:
     required = importlib.metadata.requires("tracefact") or []
     pins = [r.split(";")[0].strip() for r in required if "extra == 'instrumentors'" in r]
@@ -133,12 +147,32 @@ def test_the_otelcol_config_wires_every_component_it_names() -> None:
     assert routed <= set(pipelines)
     for target in routed:  # each routed pipeline takes its spans from the connector
         assert pipelines[target]["receivers"] == ["routing"], target
-    balancer = config["exporters"]["loadbalancing"]
-    assert balancer["routing_key"] == "traceID"
-    grpc_port = CollectorConfig(upstreams=[{"endpoint": "x"}]).receivers.grpc
-    assert grpc_port is not None
-    for host in balancer["resolver"]["static"]["hostnames"]:
-        assert host.endswith(f":{grpc_port.port}"), host
+    assert config["exporters"]["loadbalancing"]["routing_key"] == "traceID"
+
+
+def test_the_otelcol_profile_of_compose_matches_otelcol_yaml() -> None:
+    """The replicas are the load balancer's backends and send back to its second receiver."""
+    config = yaml.safe_load((DEPLOY / "otelcol.yaml").read_text())
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    assert "./otelcol.yaml:/etc/otelcol-contrib/config.yaml:ro" in services["otelcol"]["volumes"]
+    replicas = sorted(
+        name
+        for name, service in services.items()
+        if "otelcol" in service.get("profiles", []) and "build" in service
+    )
+    assert len(replicas) >= 2
+    grpc = CollectorConfig(upstreams=[{"endpoint": "x"}]).receivers.grpc
+    assert grpc is not None
+    hostnames = config["exporters"]["loadbalancing"]["resolver"]["static"]["hostnames"]
+    assert sorted(hostnames) == [f"{name}:{grpc.port}" for name in replicas]
+    evaluated = config["receivers"]["otlp/evaluated"]["protocols"]["http"]["endpoint"]
+    back = f"http://otelcol:{evaluated.rsplit(':', 1)[1]}"
+    for name in replicas:
+        assert services[name]["command"] == services["tracefact"]["command"], name
+        assert services[name]["environment"]["TRACEFACT_UPSTREAM"] == back, name
+    assert config["service"]["pipelines"]["traces/evaluated"]["receivers"] == ["otlp/evaluated"]
+    backend = config["exporters"]["otlphttp/backend"]["endpoint"]
+    assert backend == "http://phoenix:6006" and "6006:6006" in services["phoenix"]["ports"]
 
 
 def test_the_container_command_forwards_and_evaluates_then_drains() -> None:
