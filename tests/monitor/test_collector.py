@@ -1,7 +1,7 @@
 """The spans file and the monitor with the real collector (`tracefact collector`).
 
 A spans file's lines are OTLP/JSON export requests: the collector takes them as they are.
-The monitor's Prometheus source reads the collector's own `/metrics`.
+The monitor's Prometheus source reads the collector's own `/metrics`, live rate included.
 """
 
 from __future__ import annotations
@@ -94,6 +94,10 @@ def test_the_collector_takes_spans_file_lines_and_the_monitor_reads_its_metrics(
         after = source.poll()
     assert after.error is None
     assert after.statuses == {"ok": 10}
+    (row,) = after.rows  # the collector's own live rate, for the one model
+    assert row.evaluator == "hallucination" and row.group["model"] == "file-model"
+    assert row.rate == pytest.approx(0.5) and row.lower < 0.5 < row.upper
+    assert row.coverage == 1.0
     assert after.throughput["received"] == pytest.approx(20 / 10)
     assert after.throughput["forwarded"] == pytest.approx(20 / 10)
     assert after.throughput["judged"] == pytest.approx(10 / 10)
