@@ -88,7 +88,8 @@ def test_counters_add_up_to_the_exported_spans(endpoint: PrometheusMetrics) -> N
         )
         lower = series(samples, "tracefact_monitor_rate_lower", **labels)
         upper = series(samples, "tracefact_monitor_rate_upper", **labels)
-        assert lower < hallucinated / weight < upper
+        assert lower <= hallucinated / weight <= upper  # equal at 0 when none hallucinated
+        assert lower < upper
     judged = series(samples, "tracefact_monitor_spans_total", route="/risky", status="ok")
     assert judged == 50
 
