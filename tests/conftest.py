@@ -47,6 +47,15 @@ class Spans:
 
 
 @pytest.fixture
+def fresh_globals() -> Iterator[None]:
+    """For tests that call `tracefact.configure` themselves: a new provider, shut after."""
+    reset_global_tracer_provider()
+    yield
+    tracefact.shutdown()
+    reset_global_tracer_provider()
+
+
+@pytest.fixture
 def spans() -> Iterator[Spans]:
     reset_global_tracer_provider()
     exporter = InMemorySpanExporter()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -11,16 +9,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracefact
-from tests.conftest import reset_global_tracer_provider
 from tests.fakes.otlp import otlp_receiver
 
-
-@pytest.fixture(autouse=True)
-def fresh_globals() -> Iterator[None]:
-    reset_global_tracer_provider()
-    yield
-    tracefact.shutdown()
-    reset_global_tracer_provider()
+pytestmark = pytest.mark.usefixtures("fresh_globals")
 
 
 @tracefact.llm(name="answer")

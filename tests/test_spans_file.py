@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,11 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracefact
-from tests.conftest import reset_global_tracer_provider
 from tracefact.conventions import read_case
 from tracefact.evaluators.lexical import LexicalOverlap
 from tracefact.spans_file import SpanFileExporter, SpansFileReader
 
-
-@pytest.fixture(autouse=True)
-def fresh_globals() -> Iterator[None]:
-    reset_global_tracer_provider()
-    yield
-    tracefact.shutdown()
-    reset_global_tracer_provider()
+pytestmark = pytest.mark.usefixtures("fresh_globals")
 
 
 @tracefact.retriever

@@ -6,7 +6,6 @@ The monitor's Prometheus source reads the collector's own `/metrics`, live rate 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,17 +13,10 @@ import pytest
 
 import tracefact
 from tests.collector.harness import base_config, running_collector, wait_until
-from tests.conftest import reset_global_tracer_provider
 from tests.fakes.otlp import otlp_receiver
 from tracefact.monitor.sources import PrometheusSource, parse_prometheus_text
 
-
-@pytest.fixture(autouse=True)
-def fresh_globals() -> Iterator[None]:
-    reset_global_tracer_provider()
-    yield
-    tracefact.shutdown()
-    reset_global_tracer_provider()
+pytestmark = pytest.mark.usefixtures("fresh_globals")
 
 
 def forwarded(url: str) -> float:

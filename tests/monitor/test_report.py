@@ -5,13 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tracefact
-from tests.conftest import reset_global_tracer_provider
 from tests.monitor.spans import evaluated, spans_file
 from tests.pipeline.helpers import ScriptedEvaluator
 from tracefact import semconv
@@ -25,12 +23,7 @@ CORPUS = "The Eiffel Tower was completed in 1889 and is 330 metres tall."
 INVENTED = "The Eiffel Tower was painted green by Napoleon during a Martian festival."
 
 
-@pytest.fixture(autouse=True)
-def fresh_globals() -> Iterator[None]:
-    reset_global_tracer_provider()
-    yield
-    tracefact.shutdown()
-    reset_global_tracer_provider()
+pytestmark = pytest.mark.usefixtures("fresh_globals")
 
 
 @tracefact.retriever

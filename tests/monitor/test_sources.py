@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tracefact
-from tests.conftest import reset_global_tracer_provider
 from tests.fakes.json_api import QuietHandler, base_url, local_server
 from tests.monitor.spans import evaluated, spans_file
 from tracefact.evaluators.lexical import LexicalOverlap
@@ -28,12 +26,7 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(autouse=True)
-def fresh_globals() -> Iterator[None]:
-    reset_global_tracer_provider()
-    yield
-    tracefact.shutdown()
-    reset_global_tracer_provider()
+pytestmark = pytest.mark.usefixtures("fresh_globals")
 
 
 def free_port() -> int:
