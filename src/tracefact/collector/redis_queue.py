@@ -80,8 +80,14 @@ class RedisQueue:
         socket_timeout_seconds: float = 5.0,
         consumer: str | None = None,
     ) -> None:
-        if max_entries < 1 or claim_seconds <= 0 or socket_timeout_seconds <= 0:
-            raise ValueError("max_entries, claim_seconds and socket_timeout must be positive")
+        positive = {
+            "max_entries": max_entries,
+            "claim_seconds": claim_seconds,
+            "socket_timeout_seconds": socket_timeout_seconds,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, not {value!r}")
         redis = import_extra("redis", "redis")
         self._errors: tuple[type[Exception], ...] = (
             redis.ConnectionError,

@@ -70,8 +70,14 @@ class SqliteQueue:
         synchronous: Synchronous = "full",
         retry_after_seconds: float = 1.0,
     ) -> None:
-        if max_entries < 1 or max_bytes < 1 or lease_seconds <= 0:
-            raise ValueError("max_entries, max_bytes and lease_seconds must be positive")
+        positive = {
+            "max_entries": max_entries,
+            "max_bytes": max_bytes,
+            "lease_seconds": lease_seconds,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, not {value!r}")
         if synchronous not in ("full", "normal"):
             raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self.path = Path(path)
