@@ -14,7 +14,8 @@ backends (memory, SQLite, Redis Streams): the processing code does not know whic
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from google.protobuf.message import DecodeError
@@ -52,6 +53,8 @@ class Entry:
     request: ExportTraceServiceRequest
     deliveries: int = 1
     """1 the first time; more when a consumer died before acknowledging it."""
+    stored_at: float = field(default_factory=time.time)
+    """When `put` stored it (Unix seconds): a durable queue's entries can be old."""
 
 
 class RequestQueue(Protocol):

@@ -233,4 +233,6 @@ class RedisQueue:
 
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes], deliveries: int) -> Entry:
     key = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return Entry(key, decode_stored(fields.get(_PAYLOAD, b""), key), int(deliveries))
+    stored_ms = int(key.partition("-")[0])  # XADD's ids start with Redis's clock in ms
+    request = decode_stored(fields.get(_PAYLOAD, b""), key)
+    return Entry(key, request, int(deliveries), stored_ms / 1000)

@@ -33,6 +33,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     size INTEGER NOT NULL,
+    stored_at REAL NOT NULL,
     deliveries INTEGER NOT NULL DEFAULT 0,
     lease_until REAL NOT NULL DEFAULT 0,
     payload BLOB NOT NULL
@@ -110,8 +111,8 @@ class SqliteQueue:
                     if count >= self._max_entries or size + len(payload) > self._max_bytes:
                         raise QueueFull(self._retry_after)
                     self._db.execute(
-                        "INSERT INTO entries (size, payload) VALUES (?, ?)",
-                        (len(payload), payload),
+                        "INSERT INTO entries (size, stored_at, payload) VALUES (?, ?, ?)",
+                        (len(payload), time.time(), payload),
                     )
             except sqlite3.OperationalError as exc:  # disk full, file locked too long
                 raise QueueUnavailable(str(exc), self._retry_after) from exc
@@ -160,12 +161,12 @@ class SqliteQueue:
             rows = self._db.execute(
                 "UPDATE entries SET deliveries = deliveries + 1, lease_until = ? WHERE id IN "
                 "(SELECT id FROM entries WHERE lease_until <= ? ORDER BY id LIMIT ?) "
-                "RETURNING id, deliveries, payload",
+                "RETURNING id, deliveries, stored_at, payload",
                 (now + self._lease, now, max_entries),
             ).fetchall()
         return [
-            Entry(str(entry_id), decode_stored(payload, str(entry_id)), deliveries)
-            for entry_id, deliveries, payload in sorted(rows)
+            Entry(str(entry_id), decode_stored(payload, str(entry_id)), deliveries, stored_at)
+            for entry_id, deliveries, stored_at, payload in sorted(rows)
         ]
 
     def _renew(self, ids: list[str]) -> None:

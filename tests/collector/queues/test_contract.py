@@ -44,12 +44,14 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 def test_a_request_comes_back_whole_once_and_is_forgotten_when_acknowledged(opener: Opener) -> None:
     queue = opener()
     sent = request(1, spans=3)
+    before = time.time()
     queue.put(sent)
     assert queue.depth() == 1
 
     [entry] = queue.get(10, 1.0)
     assert entry.request == sent
     assert entry.deliveries == 1
+    assert before - 1 <= entry.stored_at <= time.time() + 1  # Redis's clock is its own
     assert queue.get(10, 0.0) == []  # handed out: nobody else gets it
     assert queue.depth() == 1  # but still stored until acknowledged
 
@@ -111,6 +113,7 @@ def test_an_entry_of_a_consumer_that_died_comes_again_with_its_delivery_counted(
     assert [e.id for e in again] == [taken.id]
     assert again[0].deliveries == 2
     assert again[0].request == taken.request
+    assert again[0].stored_at == pytest.approx(taken.stored_at)
     survivor.ack(taken.id)
     assert survivor.depth() == 0
 
