@@ -38,9 +38,10 @@ def require_redis_server() -> str:
 class RedisServer:
     """One redis-server process; `restart` keeps its port and its append-only file."""
 
-    def __init__(self, directory: Path) -> None:
-        self.binary = require_redis_server()
+    def __init__(self, binary: str, directory: Path, appendfsync: str = "always") -> None:
+        self.binary = binary
         self.directory = directory
+        self.appendfsync = appendfsync
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
