@@ -73,7 +73,8 @@ class SharedDocumentStore(DocumentStore):
         except self._errors as exc:
             logger.warning("shared documents not read (redis unreachable): %s", exc)
             return super().documents(trace_id)
-        return [text.decode("utf-8", "surrogatepass") for text in stored]
+        # A retriever span handed out again (its worker died) adds its documents twice.
+        return list(dict.fromkeys(text.decode("utf-8", "surrogatepass") for text in stored))
 
     def close(self) -> None:
         self._redis.close()

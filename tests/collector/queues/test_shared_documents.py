@@ -22,6 +22,16 @@ def test_documents_added_by_one_worker_are_read_by_another(redis_server: RedisSe
     second.close()
 
 
+def test_a_retriever_span_routed_twice_does_not_double_its_documents(
+    redis_server: RedisServer,
+) -> None:
+    store = SharedDocumentStore(redis_server.url)
+    store.add(5, ["one", "two"])
+    store.add(5, ["one", "two"])  # its entry was handed out again after a crash
+    assert SharedDocumentStore(redis_server.url).documents(5) == ["one", "two"]
+    store.close()
+
+
 def test_documents_outlive_the_worker_that_added_them(redis_server: RedisServer) -> None:
     dead = SharedDocumentStore(redis_server.url)
     dead.add(1, ["kept in redis"])
