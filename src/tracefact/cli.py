@@ -38,7 +38,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
+    _add_collector(commands)
     return parser
+
+
+# --- tracefact collector -----------------------------------------------------------------
+
+
+def _add_collector(commands: Any) -> None:
+    command = commands.add_parser(
+        "collector",
+        help="run the OTLP collector that evaluates LLM spans in flight",
+        description="Receive OTLP traces (HTTP and gRPC), evaluate sampled LLM spans with the "
+        "same pipeline as the SDK, and forward every span to the configured upstreams. Runs "
+        "until SIGTERM or SIGINT, then drains. Needs the `collector` extra.",
+    )
+    command.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="its YAML configuration file",
+    )
+    command.set_defaults(handler=_collector_command)
+
+
+def _collector_command(args: argparse.Namespace) -> int:
+    # Imported here: the collector's dependencies are an extra, and `tracefact eval` needs none.
+    from tracefact._imports import MissingExtraError
+
+    try:
+        from tracefact.collector import config as collector_config
+        from tracefact.collector import service
+
+        config = collector_config.load(args.config)
+        return service.run(config)
+    except (collector_config.ConfigError, MissingExtraError) as exc:
+        print(f"tracefact collector: {exc}", file=sys.stderr)
+        return 2
 
 
 # --- tracefact eval ----------------------------------------------------------------------

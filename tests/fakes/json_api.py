@@ -59,9 +59,11 @@ def base_url(server: ThreadingHTTPServer) -> str:
 
 
 @contextmanager
-def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
-    """`handler` served on a free port of 127.0.0.1 until the block ends."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def local_server(
+    handler: type[BaseHTTPRequestHandler], port: int = 0
+) -> Iterator[ThreadingHTTPServer]:
+    """`handler` served on 127.0.0.1 (a free port unless given) until the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     server.block_on_close = False  # a reply parked in a delay does not hold up the close
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)

@@ -1,0 +1,288 @@
+"""The collector's configuration: one YAML file, validated, with `${ENV}` expansion.
+
+Every key is checked (unknown keys are errors, so a typo is not silently ignored), and
+an error names the key path (`upstreams.0.endpoint: Field required`) in one line: the
+command prints it and exits 2. String values may use `${NAME}` or `${NAME:-default}`;
+a variable that is unset and has no default is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tracefact._imports import import_extra
+from tracefact.pipeline.options import PipelineOptions
+
+QueueBackend = Literal["memory"]
+"""Where received requests wait (`collector.queue`); durable backends extend this."""
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, not YAML, or not valid: one line saying where."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HttpReceiver(_Model):
+    """OTLP/HTTP on `/v1/traces` (protobuf and JSON), plus health and metrics."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=4318, ge=0, le=65535)
+
+
+class GrpcReceiver(_Model):
+    """OTLP/gRPC (`TraceService/Export`)."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=4317, ge=0, le=65535)
+
+
+class Receivers(_Model):
+    """Set one to null to turn it off; at least one must stay on."""
+
+    http: HttpReceiver | None = HttpReceiver()
+    grpc: GrpcReceiver | None = GrpcReceiver()
+
+
+class Auth(_Model):
+    bearer_token: str | None = None
+    """When set, requests must carry `Authorization: Bearer <token>` (401 / UNAUTHENTICATED)."""
+
+
+class Limits(_Model):
+    """What one request and one span may hold."""
+
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Request body as sent (and again once decompressed); larger is 413 / INVALID_ARGUMENT."""
+    max_attributes_per_span: int = Field(default=256, ge=1)
+    """Further attributes are dropped and counted in the span's dropped_attributes_count."""
+    max_attribute_value_bytes: int = Field(default=64 * 1024, ge=16)
+    """Longer string values are truncated (UTF-8 safe) and counted."""
+
+
+class Upstream(_Model):
+    """An OTLP backend every span is forwarded to."""
+
+    endpoint: str
+    """HTTP: the base URL or the full `.../v1/traces` URL; gRPC: `host:port` (or a URL)."""
+    protocol: Literal["http", "grpc"] = "http"
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    compression: Literal["none", "gzip"] = "none"
+
+    @field_validator("endpoint")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+
+class Forwarding(_Model):
+    """The buffer between the engine and the upstreams, and how it is drained."""
+
+    max_spans: int = Field(default=200_000, ge=1)
+    """Spans held for forwarding (all upstreams); past it the receivers answer 429."""
+    max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    """Encoded bytes held for forwarding; past it the receivers answer 429."""
+    batch_spans: int = Field(default=2048, ge=1)
+    """Most spans in one upstream request."""
+    retry_base_seconds: float = Field(default=0.5, ge=0)
+    retry_max_seconds: float = Field(default=30.0, ge=0)
+    """Backoff of a failing upstream (full jitter; Retry-After honoured up to this)."""
+    retry_after_seconds: float = Field(default=1.0, gt=0)
+    """The retry hint a refused client gets (429 Retry-After / RESOURCE_EXHAUSTED)."""
+
+
+class RateLimitConfig(_Model):
+    per_second: float = Field(gt=0)
+    burst: float | None = Field(default=None, gt=0)
+
+
+class BudgetConfig(_Model):
+    usd_per_hour: float = Field(ge=0)
+    expected_cost_usd: float | None = Field(default=None, ge=0)
+
+
+class RuleConfig(_Model):
+    """Spans that match are sampled at `ratio` (`sampling.Rule`)."""
+
+    match: str | dict[str, Any]
+    """A span-name pattern (`chat *`) or attribute values that must all be equal."""
+    ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class SamplerConfig(_Model):
+    """`sampling.py`'s samplers: (rule | ... | ratio) & rate_limit & budget."""
+
+    ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Share of traces evaluated, decided on the trace id exactly as the SDK does."""
+    rules: list[RuleConfig] = Field(default_factory=list)
+    rate_limit: RateLimitConfig | None = None
+    budget: BudgetConfig | None = None
+
+
+class ImportedEvaluator(_Model):
+    """An evaluator of one's own: `import: package.module:factory`, called with `kwargs`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    import_path: str = Field(alias="import", pattern=r"^[\w.]+:[\w.]+$")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class DocumentBounds(_Model):
+    """The per-trace `DocumentStore` of retrieved documents."""
+
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    max_traces: int = Field(default=16384, ge=1)
+    max_documents: int = Field(default=256, ge=1)
+    max_age_seconds: float = Field(default=300.0, gt=0)
+
+
+class Evaluation(PipelineOptions):
+    """Which LLM spans are evaluated, by what, and how (plus `PipelineOptions`' fields)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """False: a pure forwarder (every span passes through untouched)."""
+    evaluators: list[str | ImportedEvaluator] = Field(default=["local"], min_length=1)
+    """Registry specs (`local`, `lexical`, `judge:MODEL`...) or `{import: mod:factory}`."""
+    api_base: str | None = None
+    """For judges (and Vectara): an OpenAI-compatible or proxy base URL."""
+    sampler: SamplerConfig = SamplerConfig()
+    window_seconds: float = Field(default=2.0, ge=0)
+    """How long an LLM span waits for retriever spans of its trace sent in later requests."""
+    window_max_spans: int = Field(default=10_000, ge=1)
+    """LLM spans waiting in the window at once; past it the oldest leave early."""
+    documents: DocumentBounds = DocumentBounds()
+
+    def pipeline_options(self) -> PipelineOptions:
+        """The evaluation pipeline's share of these settings."""
+        return PipelineOptions(**self.model_dump(include=set(PipelineOptions.model_fields)))
+
+
+class Metrics(_Model):
+    """`/metrics` is always served on the HTTP receiver; `port` adds an endpoint of its own."""
+
+    host: str = "0.0.0.0"
+    port: int | None = Field(default=None, ge=0, le=65535)
+
+
+class Logging(_Model):
+    format: Literal["json", "text"] = "json"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class CollectorConfig(_Model):
+    """The whole file."""
+
+    receivers: Receivers = Receivers()
+    auth: Auth = Auth()
+    limits: Limits = Limits()
+    upstreams: list[Upstream] = Field(min_length=1)
+    forwarding: Forwarding = Forwarding()
+    evaluation: Evaluation = Evaluation()
+    queue: QueueBackend = "memory"
+    queue_max_requests: int = Field(default=1024, ge=1)
+    """Received requests waiting for the engine; past it the receivers answer 429."""
+    metrics: Metrics = Metrics()
+    logging: Logging = Logging()
+    shutdown_seconds: float = Field(default=15.0, gt=0)
+    """SIGTERM: the deadline to stop accepting, settle evaluations and flush upstream."""
+
+    @model_validator(mode="after")
+    def _drain_fits(self) -> CollectorConfig:
+        if self.evaluation.drain_seconds >= self.shutdown_seconds:
+            raise ValueError(
+                "evaluation.drain_seconds must be under shutdown_seconds "
+                "(the rest of the deadline flushes upstream)"
+            )
+        return self
+
+    @field_validator("receivers")
+    @classmethod
+    def _one_receiver(cls, value: Receivers) -> Receivers:
+        if value.http is None and value.grpc is None:
+            raise ValueError("at least one of http and grpc must be on")
+        return value
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
+    """`${NAME}` and `${NAME:-default}` replaced in every string of a parsed YAML tree."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{path or '<root>'}: environment variable {name} is not set")
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: expand(v, environ, _join(path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand(v, environ, _join(path, i)) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def parse(data: Any, environ: Mapping[str, str] | None = None) -> CollectorConfig:
+    """A validated configuration from a parsed YAML document."""
+    if not isinstance(data, dict):
+        raise ConfigError("<root>: the file must hold a mapping of keys (receivers, upstreams...)")
+    expanded = expand(data, os.environ if environ is None else environ)
+    try:
+        return CollectorConfig.model_validate(expanded)
+    except ValidationError as exc:
+        raise ConfigError(_first_line(exc)) from None
+
+
+def _first_line(exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
+
+
+def load(path: Path, environ: Mapping[str, str] | None = None) -> CollectorConfig:
+    """Read, expand and validate a configuration file."""
+    yaml = import_extra("yaml", "collector")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}:{where}: not valid YAML: {problem}") from None
+    return parse(data, environ)

@@ -1,0 +1,362 @@
+"""The engine: received requests in, spans routed, LLM spans through the pipeline, out.
+
+An adapter over the SDK's pieces, not a second implementation of them: spans are read
+by `conventions` (roles, retrieved documents), sampled, evaluated and enriched by the
+same `EvaluationProcessor`, and retrieved documents wait in its reader's `DocumentStore`.
+
+For each request taken from the `RequestQueue`:
+- spans that are not LLM spans go to the forwarder at once, exactly as received (under
+  their original resource and scope); a retriever span of any convention also leaves its
+  documents in the store, for LLM spans of its trace;
+- LLM spans already evaluated (they carry `tracefact.eval.status`: an SDK upstream of
+  the collector did it) pass through untouched;
+- other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
+  a later request still count, then enter the pipeline as an SDK span view. What the
+  pipeline exports comes back to `Results`, which puts the added attributes and events
+  onto the ORIGINAL protobuf span (or encodes a carrier span) and forwards it.
+
+A request is acknowledged to the queue once all of its spans left upstream (or were
+counted as failed there): that is the bookkeeping durable queues rely on.
+
+The SDK forgets a trace's documents when its local root ends; here a root can arrive
+before an LLM span of its trace has left the window, so the engine forgets a trace only
+once its root arrived and no LLM span of it is waiting (the store's own bounds, by
+bytes, traces and age, cover traces whose root never comes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from tracefact import semconv
+from tracefact.collector import spans
+from tracefact.collector.forwarder import Forwarder
+from tracefact.collector.queue import Entry, RequestQueue
+from tracefact.conventions import DocumentStore, Reading, retrieved_documents, span_role
+from tracefact.conventions.roles import ROLE_KEYS
+
+logger = logging.getLogger("tracefact.collector")
+
+ROUTING_KEYS = dict.fromkeys(ROLE_KEYS | {semconv.EVAL_STATUS})
+"""The attributes that decide where a span goes; the rest are not decoded to route it."""
+ENTRIES_PER_TAKE = 64
+IDLE_SECONDS = 0.05
+
+
+class Tracker:
+    """An entry's spans still to leave upstream; the entry is acknowledged at zero."""
+
+    __slots__ = ("_ack", "_left", "_lock", "entry_id")
+
+    def __init__(self, entry_id: str, ack: Callable[[str], None]) -> None:
+        self.entry_id = entry_id
+        self._ack = ack
+        self._left = 1  # held by the router until it has counted every span
+        self._lock = threading.Lock()
+
+    def add(self, spans: int) -> None:
+        with self._lock:
+            self._left += spans
+
+    def done(self, spans: int = 1) -> None:
+        with self._lock:
+            self._left -= spans
+            finished = self._left == 0
+        if finished:
+            self._ack(self.entry_id)
+
+
+@dataclass(slots=True)
+class Held:
+    """An LLM span between its arrival and its forwarding."""
+
+    span: Span
+    resource_spans: ResourceSpans
+    scope_spans: ScopeSpans
+    resource: Resource
+    tracker: Tracker
+    trace_id: int
+    due: float
+    keys: frozenset[str] = frozenset()
+    events: int = 0
+
+
+class Results(SpanProcessor):
+    """The pipeline's downstream: what it exports goes back onto the received spans.
+
+    An exported span whose ids match a held span is that span, possibly with results
+    added: they are written onto the original protobuf span, which is forwarded. Any
+    other span is a carrier of results (attach "span", or a result later than
+    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it.
+    """
+
+    def __init__(self, forwarder: Forwarder) -> None:
+        self.forwarder = forwarder
+        self._held: dict[tuple[int, int], deque[Held]] = {}
+        self._lock = threading.Lock()  # the engine adds, the evaluation loop takes
+
+    def expect(self, key: tuple[int, int], held: Held) -> None:
+        with self._lock:
+            self._held.setdefault(key, deque()).append(held)
+
+    def take(self, key: tuple[int, int]) -> Held | None:
+        with self._lock:
+            waiting = self._held.get(key)
+            if not waiting:
+                return None
+            held = waiting.popleft()
+            if not waiting:
+                del self._held[key]
+            return held
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        held = self.take((context.trace_id, context.span_id)) if context is not None else None
+        if held is None:
+            payload = spans.request_of(span).SerializeToString()
+            self.forwarder.send(payload, 1, None)
+            return
+        try:
+            spans.add_results(held.span, held.keys, held.events, span)
+        except Exception:  # an unencodable result must not cost the span itself
+            logger.exception("results not added to the span", extra={"event": "enrich_failed"})
+        self.forward(held)
+
+    def forward(self, held: Held) -> None:
+        payload = spans.single_request(held.resource_spans, held.scope_spans, held.span)
+        self.forwarder.send(payload, 1, held.tracker.done)
+
+
+class Engine:
+    """Takes entries from the queue on its own thread and routes their spans."""
+
+    def __init__(
+        self,
+        queue: RequestQueue,
+        forwarder: Forwarder,
+        processor: SpanProcessor | None,
+        results: Results,
+        store: DocumentStore,
+        window_seconds: float,
+        window_max_spans: int,
+    ) -> None:
+        self.queue = queue
+        self.forwarder = forwarder
+        self.processor = processor
+        self.results = results
+        self.store = store
+        self.window_seconds = window_seconds
+        self.window_max_spans = window_max_spans
+        self._window: deque[Held] = deque()
+        self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
+        self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
+        self._forgets: deque[tuple[float, int]] = deque()  # (when, trace id) of ended roots
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tracefact-engine", daemon=True)
+
+    @property
+    def waiting(self) -> int:
+        """LLM spans in the window."""
+        return len(self._window)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop the thread; `drain` then finishes what is left."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def drain(self) -> None:
+        """Route every entry left in the queue and release the whole window now."""
+        while entries := self.queue.get(ENTRIES_PER_TAKE, 0):
+            for entry in entries:
+                self.route(entry)
+        self._release(float("inf"))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if self.forwarder.full():  # back-pressure: the queue fills, receivers say 429
+                self._release(now)
+                self._stop.wait(IDLE_SECONDS)
+                continue
+            timeout = IDLE_SECONDS
+            if self._window:
+                timeout = min(timeout, max(0.0, self._window[0].due - now))
+            for entry in self.queue.get(ENTRIES_PER_TAKE, timeout):
+                try:
+                    self.route(entry)
+                except Exception:  # a bug here must not stop the collector
+                    logger.exception("routing failed", extra={"event": "route_failed"})
+            self._release(time.monotonic())
+
+    # --- routing ---------------------------------------------------------------------
+    def route(self, entry: Entry) -> None:
+        """Forward what passes through, remember documents, hold LLM spans."""
+        tracker = Tracker(entry.id, self.queue.ack)
+        request = entry.request
+        due = time.monotonic() + self.window_seconds
+        held: list[Held] = []
+        total = 0
+        for resource_spans in request.resource_spans:
+            resource: Resource | None = None
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    total += 1
+                    role = self._role(span)
+                    if role is None:
+                        continue
+                    if role == "retriever":
+                        self._remember(span)
+                        continue
+                    if resource is None:
+                        resource = spans.resource_of(
+                            resource_spans.resource, resource_spans.schema_url
+                        )
+                    held.append(
+                        Held(
+                            span,
+                            resource_spans,
+                            scope_spans,
+                            resource,
+                            tracker,
+                            int.from_bytes(span.trace_id, "big"),
+                            due,
+                        )
+                    )
+        self._forward_rest(request, held, total, tracker)
+        for item in held:
+            self._hold(item)
+        tracker.done(1)  # the router's own count: every span is accounted for now
+
+    def _role(self, span: Span) -> str | None:
+        """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
+        if self.processor is None:
+            return None
+        routing = {
+            kv.key: spans.value(kv.value) for kv in span.attributes if kv.key in ROUTING_KEYS
+        }
+        if not routing or semconv.EVAL_STATUS in routing:
+            if not span.parent_span_id and self.store.traces:
+                self._root_arrived(span)
+            return None
+        role = span_role(routing)
+        if role is None or not spans.has_valid_ids(span):
+            if not span.parent_span_id and self.store.traces:
+                self._root_arrived(span)
+            return None
+        if role == "retriever" and not span.parent_span_id:
+            self._root_arrived(span)
+        return role
+
+    def _root_arrived(self, span: Span) -> None:
+        if len(span.trace_id) == spans.TRACE_ID_BYTES:
+            trace_id = int.from_bytes(span.trace_id, "big")
+            if trace_id in self.store.traces:
+                self._forget_later(trace_id, time.monotonic() + self.window_seconds)
+
+    def _forget_later(self, trace_id: int, when: float) -> None:
+        self._forgets.append((when, trace_id))
+
+    def _remember(self, span: Span) -> None:
+        events = [(e.name, spans.attributes(e.attributes)) for e in span.events]
+        documents = retrieved_documents(spans.attributes(span.attributes), events)
+        if documents:
+            self.store.add(int.from_bytes(span.trace_id, "big"), documents)
+
+    def _forward_rest(
+        self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
+    ) -> None:
+        """Everything not held, as received: the whole request when nothing is held."""
+        count = total - len(held)
+        tracker.add(count + len(held))
+        if count == 0:
+            return
+        if not held:
+            self.forwarder.send(request.SerializeToString(), count, _done(tracker, count))
+            return
+        taken = {id(h.span) for h in held}
+        rest = ExportTraceServiceRequest()
+        for resource_spans in request.resource_spans:
+            out_resource: ResourceSpans | None = None
+            for scope_spans in resource_spans.scope_spans:
+                keep = [s for s in scope_spans.spans if id(s) not in taken]
+                if not keep:
+                    continue
+                if out_resource is None:
+                    out_resource = rest.resource_spans.add()
+                    out_resource.resource.CopyFrom(resource_spans.resource)
+                    out_resource.schema_url = resource_spans.schema_url
+                out_scope = out_resource.scope_spans.add()
+                out_scope.scope.CopyFrom(scope_spans.scope)
+                out_scope.schema_url = scope_spans.schema_url
+                out_scope.spans.extend(keep)
+        self.forwarder.send(rest.SerializeToString(), count, _done(tracker, count))
+
+    # --- the window --------------------------------------------------------------------
+    def _hold(self, held: Held) -> None:
+        self._window.append(held)
+        self._waiting[held.trace_id] += 1
+        span_id = int.from_bytes(held.span.span_id, "big")
+        self._llm_spans.setdefault(held.trace_id, set()).add(span_id)
+        while len(self._window) > self.window_max_spans:  # bounded: the oldest go early
+            self._evaluate(self._window.popleft())
+
+    def _release(self, now: float) -> None:
+        while self._window and self._window[0].due <= now:
+            self._evaluate(self._window.popleft())
+        while self._forgets and self._forgets[0][0] <= now:
+            _, trace_id = self._forgets.popleft()
+            if self._waiting[trace_id] > 0:
+                self._forget_later(trace_id, now + self.window_seconds)
+            else:
+                self.store.forget(trace_id)
+
+    def _evaluate(self, held: Held) -> None:
+        assert self.processor is not None, "spans are held only when evaluation is on"
+        marks = self._nesting(held)
+        self._waiting[held.trace_id] -= 1
+        if self._waiting[held.trace_id] <= 0:
+            del self._waiting[held.trace_id]
+            self._llm_spans.pop(held.trace_id, None)
+        held.keys = frozenset(kv.key for kv in held.span.attributes)
+        held.events = len(held.span.events)
+        view = spans.view(held.span, held.resource, held.scope_spans, marks)
+        key = (view.context.trace_id, view.context.span_id) if view.context else (0, 0)
+        self.results.expect(key, held)
+        try:
+            self.processor.on_end(view)
+        except Exception:  # never lose the span: it goes on as received
+            logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
+            taken = self.results.take(key)
+            if taken is not None:
+                self.results.forward(taken)
+
+    def _nesting(self, held: Held) -> dict[str, str]:
+        """The SDK's `nested` skip, for an LLM span whose parent is an LLM span of the window.
+
+        One model call traced twice (an app's LLM span around an instrumented client
+        call) is evaluated once, on the outer span, as the SDK decides when spans open.
+        """
+        parent = held.span.parent_span_id
+        if not parent or int.from_bytes(parent, "big") not in self._llm_spans.get(
+            held.trace_id, ()
+        ):
+            return {}
+        reading = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=parent.hex())
+        return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
+
+
+def _done(tracker: Tracker, spans: int) -> Callable[[], None]:
+    return lambda: tracker.done(spans)

@@ -1,0 +1,56 @@
+"""`MemoryQueue`: the default `RequestQueue`, bounded and lost with the process."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracefact.collector.queue import Entry, QueueFull
+
+
+class MemoryQueue:
+    """Requests in a deque; the bound counts entries not yet acknowledged.
+
+    Counting unacknowledged entries (not only waiting ones) bounds everything the
+    collector holds for a request until its spans left upstream.
+    """
+
+    durable = False
+
+    def __init__(self, max_entries: int, retry_after_seconds: float = 1.0) -> None:
+        self.max_entries = max_entries
+        self.retry_after_seconds = retry_after_seconds
+        self._waiting: deque[Entry] = deque()
+        self._unacked: set[str] = set()
+        self._ids = itertools.count(1)
+        self._ready = threading.Condition()  # guards _waiting and _unacked
+
+    def put(self, request: ExportTraceServiceRequest) -> None:
+        with self._ready:
+            if len(self._unacked) >= self.max_entries:
+                raise QueueFull(self.retry_after_seconds)
+            entry = Entry(str(next(self._ids)), request)
+            self._unacked.add(entry.id)
+            self._waiting.append(entry)
+            self._ready.notify()
+
+    def get(self, max_entries: int, timeout_seconds: float) -> list[Entry]:
+        with self._ready:
+            if not self._waiting:
+                self._ready.wait(timeout_seconds)
+            count = min(max_entries, len(self._waiting))
+            return [self._waiting.popleft() for _ in range(count)]
+
+    def ack(self, entry_id: str) -> None:
+        with self._ready:
+            self._unacked.discard(entry_id)
+
+    def depth(self) -> int:
+        with self._ready:
+            return len(self._unacked)
+
+    def close(self) -> None:
+        """Nothing to release: what is held is lost with the process."""

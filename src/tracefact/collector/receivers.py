@@ -1,0 +1,321 @@
+"""The OTLP receivers: HTTP (`/v1/traces`, protobuf and JSON) and gRPC.
+
+Both hand a decoded request to `Ingest`, which applies the attribute limits and puts it
+on the `RequestQueue`; a client hears 200 only once the queue holds its request. What is
+refused gets a status saying why, and is counted by reason:
+
+| why | HTTP | gRPC |
+|---|---|---|
+| missing or wrong bearer token | 401 | UNAUTHENTICATED |
+| body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
+| not protobuf or JSON, unknown encoding | 415 | - |
+| not a valid OTLP message | 400 | INVALID_ARGUMENT (gRPC's own decoding) |
+| queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
+| draining after SIGTERM | 503 | UNAVAILABLE |
+
+The HTTP receiver also serves `/healthz` (the process is up), `/readyz` (accepting and
+not full) and `/metrics` (Prometheus).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from tracefact import semconv
+from tracefact._imports import import_extra
+from tracefact.collector.config import CollectorConfig
+from tracefact.collector.decode import JSON, BadRequest, decode, decompress, media_type
+from tracefact.collector.forwarder import Forwarder
+from tracefact.collector.limits import apply_limits
+from tracefact.collector.metrics import CollectorMetrics
+from tracefact.collector.queue import QueueFull, RequestQueue
+from tracefact.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
+
+logger = logging.getLogger("tracefact.collector")
+
+TRACES_PATH = "/v1/traces"
+GRPC_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class Refused(Exception):
+    """The request is well formed but not taken now: full, or shutting down."""
+
+    def __init__(self, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+
+class Ingest:
+    """What both receivers do with a request: check the token, limit, count, queue."""
+
+    def __init__(
+        self,
+        config: CollectorConfig,
+        queue: RequestQueue,
+        forwarder: Forwarder,
+        metrics: CollectorMetrics,
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.forwarder = forwarder
+        self.metrics = metrics
+        self.accepting = True
+        token = config.auth.bearer_token
+        self._expected = f"Bearer {token}".encode() if token else None
+
+    def authorized(self, authorization: str | None) -> bool:
+        if self._expected is None:
+            return True
+        given = (authorization or "").strip().encode()
+        return hmac.compare_digest(given, self._expected)
+
+    def ready(self) -> bool:
+        return self.accepting and not self.forwarder.full()
+
+    def reject(self, protocol: str, reason: str) -> None:
+        self.metrics.rejected.add(1, {"protocol": protocol, "reason": reason})
+
+    def accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
+        """Queue the request, or raise `Refused`."""
+        retry_after = self.config.forwarding.retry_after_seconds
+        if not self.accepting:
+            raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")
+        if self.forwarder.full():
+            raise Refused(semconv.REJECT_FULL, "forwarding buffer full", retry_after)
+        limited = apply_limits(request, self.config.limits)
+        if limited.spans == 0:
+            return  # nothing to forward
+        try:
+            self.queue.put(request)
+        except QueueFull as exc:
+            raise Refused(semconv.REJECT_FULL, str(exc), exc.retry_after_seconds) from None
+        self.metrics.received.add(limited.spans, {"protocol": protocol})
+        if limited.dropped:
+            self.metrics.limited.add(limited.dropped, {"limit": "count"})
+        if limited.truncated:
+            self.metrics.limited.add(limited.truncated, {"limit": "size"})
+
+
+# --- HTTP ----------------------------------------------------------------------------------
+
+
+class HttpReceiver:
+    """OTLP/HTTP plus health and metrics, one thread per connection."""
+
+    def __init__(self, ingest: Ingest, render_metrics: Callable[[], bytes]) -> None:
+        self.ingest = ingest
+        receiver = ingest.config.receivers.http
+        assert receiver is not None, "built only when the HTTP receiver is on"
+        host, port = receiver.host, receiver.port
+        handler = type("Handler", (_Handler,), {"ingest": ingest, "render": render_metrics})
+        self.server = ThreadingHTTPServer((host, port), handler)
+        self.server.daemon_threads = True
+        self.port: int = self.server.server_address[1]
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="tracefact-http", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
+    server_version = "tracefact-collector"
+    ingest: Ingest
+    render: Callable[[], bytes]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: requests are counted in metrics, not logged one by one."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/healthz":
+            self._reply(200, b'{"status": "ok"}\n', "application/json")
+        elif path == "/readyz":
+            ready = self.ingest.ready()
+            body = b'{"status": "ready"}\n' if ready else b'{"status": "not ready"}\n'
+            self._reply(200 if ready else 503, body, "application/json")
+        elif path == "/metrics":
+            self._reply(200, type(self).render(), METRICS_CONTENT_TYPE)
+        else:
+            self._reply(404, b"not found\n", "text/plain")
+
+    def do_POST(self) -> None:
+        if self.path.split("?")[0] != TRACES_PATH:
+            self._discard_body()
+            self._reply(404, b"not found: POST OTLP traces to /v1/traces\n", "text/plain")
+            return
+        media = JSON if "json" in (self.headers.get("Content-Type") or "") else None
+        try:
+            self._export()
+        except BadRequest as exc:
+            self.ingest.reject("http", exc.reason)
+            self._error(exc.status, exc.message, media)
+        except Refused as exc:
+            self.ingest.reject("http", exc.reason)
+            status = 503 if exc.reason == semconv.REJECT_SHUTDOWN else 429
+            headers = {}
+            if exc.retry_after is not None:
+                headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+            self._error(status, exc.message, media, headers)
+
+    def _export(self) -> None:
+        ingest = self.ingest
+        limit = ingest.config.limits.max_body_bytes
+        if not ingest.authorized(self.headers.get("Authorization")):
+            self._discard_body()
+            raise BadRequest(401, semconv.REJECT_UNAUTHENTICATED, "missing or wrong bearer token")
+        length = self._length()
+        if length > limit:
+            self.close_connection = True  # the body is not read: the connection is done
+            raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
+        body = self.rfile.read(length)
+        media = media_type(self.headers.get("Content-Type"))
+        data = decompress(body, self.headers.get("Content-Encoding"), limit)
+        request = decode(data, media)
+        ingest.accept(request, "http")
+        if media == JSON:
+            self._reply(200, b"{}", JSON)
+        else:
+            self._reply(200, ExportTraceServiceResponse().SerializeToString(), media)
+
+    def _length(self) -> int:
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self.close_connection = True
+            raise BadRequest(411, semconv.REJECT_MALFORMED, "Content-Length required") from None
+        if length < 0:
+            self.close_connection = True
+            raise BadRequest(400, semconv.REJECT_MALFORMED, "negative Content-Length")
+        return length
+
+    def _discard_body(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            length = -1
+        if 0 <= length <= self.ingest.config.limits.max_body_bytes:
+            self.rfile.read(length)
+        else:
+            self.close_connection = True
+
+    def _error(
+        self,
+        status: int,
+        message: str,
+        media: str | None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """An OTLP error reply: a google.rpc.Status in the request's encoding."""
+        if media == JSON:
+            body = json.dumps({"message": message}).encode()
+            self._reply(status, body, JSON, headers)
+        else:
+            body = status_pb2.Status(message=message).SerializeToString()
+            self._reply(status, body, "application/x-protobuf", headers)
+
+    def _reply(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+# --- gRPC ----------------------------------------------------------------------------------
+
+
+class GrpcReceiver:
+    """OTLP/gRPC `TraceService/Export` on a small thread pool."""
+
+    def __init__(self, ingest: Ingest, workers: int = 8) -> None:
+        grpc = import_extra("grpc", "collector")
+        config = ingest.config
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracefact-grpc"),
+            options=[("grpc.max_receive_message_length", config.limits.max_body_bytes)],
+        )
+        servicer = _Servicer(ingest, grpc)
+        export = grpc.unary_unary_rpc_method_handler(
+            servicer.Export,
+            request_deserializer=ExportTraceServiceRequest.FromString,
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        service = GRPC_SERVICE
+        handler = grpc.method_handlers_generic_handler(service, {"Export": export})
+        self.server.add_generic_rpc_handlers((handler,))
+        receiver = config.receivers.grpc
+        assert receiver is not None, "built only when the gRPC receiver is on"
+        self.port: int = self.server.add_insecure_port(f"{receiver.host}:{receiver.port}")
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self, grace_seconds: float) -> None:
+        self.server.stop(grace_seconds).wait(grace_seconds + 1.0)
+
+
+class _Servicer:
+    def __init__(self, ingest: Ingest, grpc: Any) -> None:
+        self.ingest = ingest
+        self.grpc = grpc
+
+    def Export(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+        codes = self.grpc.StatusCode
+        metadata = dict(context.invocation_metadata())
+        if not self.ingest.authorized(metadata.get("authorization")):
+            self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
+            context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            self.ingest.accept(request, "grpc")
+        except Refused as exc:
+            self.ingest.reject("grpc", exc.reason)
+            if exc.retry_after is None:
+                context.abort(codes.UNAVAILABLE, exc.message)
+            else:
+                context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after))
+                context.abort(codes.RESOURCE_EXHAUSTED, exc.message)
+        return ExportTraceServiceResponse()
+
+
+def _retry_metadata(message: str, seconds: float) -> tuple[tuple[str, bytes], ...]:
+    """A RetryInfo, where OpenTelemetry's exporters look for it (both places)."""
+    whole = int(seconds)
+    delay = duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
+    retry = error_details_pb2.RetryInfo(retry_delay=delay)
+    detail = any_pb2.Any()
+    detail.Pack(retry)
+    status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message, details=[detail])
+    return (
+        ("google.rpc.retryinfo-bin", retry.SerializeToString()),
+        ("grpc-status-details-bin", status.SerializeToString()),
+    )

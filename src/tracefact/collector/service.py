@@ -1,0 +1,218 @@
+"""`tracefact collector`: the parts wired from a configuration, run until SIGTERM.
+
+receivers ─▶ RequestQueue ─▶ Engine ─▶ EvaluationProcessor ─▶ Results ─▶ Forwarder ─▶ upstreams
+                              └──── spans that are not evaluated ────────▶ Forwarder
+
+Shutdown (SIGTERM or SIGINT), within `shutdown_seconds`: stop accepting (receivers
+closed), route what the queue still holds and release the window, let evaluations
+finish for the pipeline's `drain_seconds` (the rest go on with status `shutdown`), then
+flush upstream until the deadline; what is still held then is counted and logged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+
+from tracefact import semconv
+from tracefact._version import __version__
+from tracefact.collector import logs
+from tracefact.collector.config import (
+    CollectorConfig,
+    ConfigError,
+    Evaluation,
+    ImportedEvaluator,
+    SamplerConfig,
+)
+from tracefact.collector.engine import Engine, Results
+from tracefact.collector.forwarder import Forwarder
+from tracefact.collector.memory import MemoryQueue
+from tracefact.collector.metrics import CollectorMetrics
+from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
+from tracefact.conventions import DocumentStore
+from tracefact.evaluators.base import Evaluator
+from tracefact.evaluators.registry import from_spec
+from tracefact.pipeline.processor import EvaluationProcessor
+from tracefact.pipeline.reading import SpanReader
+from tracefact.prometheus import PrometheusMetrics
+from tracefact.sampling import Budget, RateLimit, Ratio, Rule, Sampler
+
+logger = logging.getLogger("tracefact.collector")
+
+
+def build_sampler(config: SamplerConfig) -> Sampler:
+    """(rule | ... | ratio) & rate_limit & budget, from `sampling.py`'s samplers."""
+    sampler: Sampler = Ratio(config.ratio)
+    if config.rules:
+        rules = [Rule(rule.match, Ratio(rule.ratio)) for rule in config.rules]
+        sampler = rules[0]
+        for rule in rules[1:]:
+            sampler = sampler | rule
+        sampler = sampler | Ratio(config.ratio)
+    if config.rate_limit is not None:
+        sampler = sampler & RateLimit(config.rate_limit.per_second, config.rate_limit.burst)
+    if config.budget is not None:
+        sampler = sampler & Budget(config.budget.usd_per_hour, config.budget.expected_cost_usd)
+    return sampler
+
+
+def build_evaluators(config: Evaluation) -> list[Evaluator]:
+    """Registry specs and imported factories; an error names the list entry."""
+    evaluators = []
+    for index, spec in enumerate(config.evaluators):
+        where = f"evaluation.evaluators.{index}"
+        try:
+            if isinstance(spec, ImportedEvaluator):
+                evaluator = _imported(spec)
+            else:
+                evaluator = from_spec(spec, config.api_base)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        evaluators.append(evaluator)
+    names = [e.name for e in evaluators]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"evaluation.evaluators: names must be unique, got {names}")
+    return evaluators
+
+
+def _imported(spec: ImportedEvaluator) -> Evaluator:
+    module_name, _, attribute = spec.import_path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    evaluator = target(**spec.kwargs)
+    if not callable(getattr(evaluator, "evaluate", None)) or not hasattr(evaluator, "name"):
+        raise TypeError(f"{spec.import_path} returned {type(evaluator).__name__}, not an Evaluator")
+    return evaluator  # type: ignore[no-any-return]
+
+
+class Collector:
+    """Every part, built from a configuration; `start` binds the ports."""
+
+    def __init__(self, config: CollectorConfig) -> None:
+        self.config = config
+        evaluation = config.evaluation
+        evaluators = build_evaluators(evaluation) if evaluation.enabled else []
+        resource = Resource.create({"service.name": "tracefact-collector"})
+        self.prometheus = PrometheusMetrics(resource)
+        meter_provider = self.prometheus.meter_provider
+        self.metrics = CollectorMetrics(meter_provider)
+        self.queue = MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
+        self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
+        self.results = Results(self.forwarder)
+        self.store = DocumentStore(**evaluation.documents.model_dump())
+        self.processor: EvaluationProcessor | None = None
+        if evaluation.enabled:
+            self.processor = EvaluationProcessor(
+                self.results,
+                evaluators,
+                evaluation.pipeline_options(),
+                sampler=build_sampler(evaluation.sampler),
+                meter_provider=meter_provider,
+                reader=SpanReader(store=self.store),
+            )
+        self.engine = Engine(
+            self.queue,
+            self.forwarder,
+            self.processor,
+            self.results,
+            self.store,
+            evaluation.window_seconds,
+            evaluation.window_max_spans,
+        )
+        self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
+        self.http = (
+            HttpReceiver(self.ingest, self.prometheus.render) if config.receivers.http else None
+        )
+        self.grpc = GrpcReceiver(self.ingest) if config.receivers.grpc else None
+        self.metrics.gauge(
+            semconv.METRIC_COLLECTOR_QUEUE_DEPTH,
+            "{request}",
+            "requests not yet acknowledged",
+            self.queue.depth,
+        )
+        self.metrics.gauge(
+            semconv.METRIC_COLLECTOR_BUFFERED,
+            "{span}",
+            "spans held for forwarding",
+            lambda: self.forwarder.spans,
+        )
+        self.metrics.gauge(
+            semconv.METRIC_COLLECTOR_WAITING,
+            "{span}",
+            "LLM spans waiting in the window",
+            lambda: self.engine.waiting,
+        )
+
+    def start(self) -> dict[str, int]:
+        """Start every thread and server; the bound ports by name."""
+        self.forwarder.start()
+        self.engine.start()
+        ports: dict[str, int] = {}
+        if self.http is not None:
+            self.http.start()
+            ports["http"] = self.http.port
+        if self.grpc is not None:
+            self.grpc.start()
+            ports["grpc"] = self.grpc.port
+        if self.config.metrics.port is not None:
+            ports["metrics"] = self.prometheus.serve(
+                self.config.metrics.host, self.config.metrics.port
+            )
+        return ports
+
+    def shutdown(self) -> None:
+        """Stop accepting, settle what is held, flush upstream; all within the deadline."""
+        deadline = time.monotonic() + self.config.shutdown_seconds
+        self.ingest.accepting = False
+        if self.grpc is not None:
+            self.grpc.stop(grace_seconds=1.0)
+        if self.http is not None:
+            self.http.stop()
+        self.engine.stop(timeout=max(0.0, deadline - time.monotonic()))
+        self.engine.drain()
+        if self.processor is not None:
+            self.processor.shutdown()  # evaluations get drain_seconds, then `shutdown`
+        self.forwarder.close(deadline)
+        self.queue.close()
+        self.prometheus.shutdown()
+
+
+def run(config: CollectorConfig) -> int:
+    """Run until SIGTERM or SIGINT, then drain; 0 once drained."""
+    logs.setup(config.logging.format, config.logging.level)
+    collector = Collector(config)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    ports = collector.start()
+    logger.info(
+        "listening",
+        extra={
+            "event": "listening",
+            **ports,
+            "version": __version__,
+            "upstreams": Forwarder.describe(config.upstreams),
+        },
+    )
+    while not stop.wait(1.0):
+        pass
+    logger.info(
+        "draining", extra={"event": "draining", "deadline_seconds": config.shutdown_seconds}
+    )
+    collector.shutdown()
+    logger.info("stopped", extra={"event": "stopped"})
+    return 0

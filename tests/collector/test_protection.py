@@ -1,0 +1,201 @@
+"""Bad input gets the right status, and the collector keeps serving.
+
+One collector with a bearer token, a small body limit and small attribute limits.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+
+import grpc
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from tests.collector.harness import (
+    CollectorProcess,
+    attributes,
+    base_config,
+    fixture_spans,
+    running_collector,
+)
+from tests.fakes.otlp import OTLPReceiver, otlp_receiver
+from tracefact import semconv
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+MAX_BODY = 16 * 1024
+PROTOBUF = {"Content-Type": "application/x-protobuf", **AUTH}
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[CollectorProcess, OTLPReceiver]]:
+    with otlp_receiver() as upstream:
+        config = base_config(upstream.endpoint)
+        config["auth"] = {"bearer_token": "${COLLECTOR_TEST_TOKEN:-" + TOKEN + "}"}
+        config["limits"] = {
+            "max_body_bytes": MAX_BODY,
+            "max_attributes_per_span": 8,
+            "max_attribute_value_bytes": 64,
+        }
+        path = tmp_path_factory.mktemp("protection") / "tracefact.yaml"
+        with running_collector(path, config) as collector:
+            yield collector, upstream
+
+
+def valid_request(trace_id: int) -> bytes:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return encode_spans(fixture_spans("openai_v2-grounded-plain", trace_id)).SerializeToString()
+
+
+def post(collector: CollectorProcess, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(f"{collector.http}/v1/traces", content=body, headers=headers)
+
+
+def still_serving(collector: CollectorProcess, upstream: OTLPReceiver, trace_id: int) -> None:
+    response = post(collector, valid_request(trace_id), PROTOBUF)
+    assert response.status_code == 200, response.text
+    key = trace_id.to_bytes(16, "big")
+    from tests.collector.harness import wait_until
+
+    assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "says"),
+    [
+        (b"\xff\xff\xff\xff", PROTOBUF, 400, "bad protobuf"),
+        (b"{not json", {"Content-Type": "application/json", **AUTH}, 400, "bad OTLP/JSON"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+            {"Content-Type": "application/json", **AUTH},
+            400,
+            "not hex",
+        ),
+        (b"[1, 2]", {"Content-Type": "application/json", **AUTH}, 400, "JSON object"),
+        (b"plain", {"Content-Type": "text/plain", **AUTH}, 415, "unsupported content type"),
+        (b"x", {**PROTOBUF, "Content-Encoding": "br"}, 415, "unsupported content encoding"),
+        (b"\x1f\x8bnot gzip", {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "bad gzip"),
+        (b"\x00" * (MAX_BODY + 1), PROTOBUF, 413, "body over"),
+        (
+            gzip.compress(b"\x00" * (MAX_BODY * 8)),
+            {**PROTOBUF, "Content-Encoding": "gzip"},
+            413,
+            "decompressed body over",
+        ),
+        (b"", {"Content-Type": "application/x-protobuf"}, 401, "bearer token"),
+        (b"", {**PROTOBUF, "Authorization": "Bearer wrong"}, 401, "bearer token"),
+    ],
+    ids=[
+        "bad-protobuf",
+        "bad-json",
+        "bad-hex-id",
+        "json-not-object",
+        "wrong-content-type",
+        "unknown-encoding",
+        "bad-gzip",
+        "oversize",
+        "gzip-bomb",
+        "no-token",
+        "wrong-token",
+    ],
+)
+def test_bad_requests_get_their_status_and_the_collector_keeps_serving(
+    served: tuple[CollectorProcess, OTLPReceiver],
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+    says: str,
+) -> None:
+    collector, upstream = served
+    response = post(collector, body, headers)
+    assert response.status_code == status
+    if status != 413 or "decompressed" in says:
+        assert says in response.text
+    still_serving(collector, upstream, 0xBAD0000 + status + len(body))
+
+
+def test_grpc_needs_the_token_and_refuses_oversize_messages(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    with grpc.insecure_channel(collector.grpc) as channel:
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=ExportTraceServiceRequest.SerializeToString,
+            response_deserializer=lambda b: b,
+        )
+        request = ExportTraceServiceRequest.FromString(valid_request(0x6A))
+        with pytest.raises(grpc.RpcError) as missing:
+            export(request, timeout=5)
+        assert missing.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        big = ExportTraceServiceRequest.FromString(valid_request(0x6B))
+        big.resource_spans[0].resource.attributes.add(key="pad").value.string_value = "x" * MAX_BODY
+        with pytest.raises(grpc.RpcError) as oversize:
+            export(big, timeout=5, metadata=(("authorization", f"Bearer {TOKEN}"),))
+        assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    exporter = GrpcSpanExporter(
+        endpoint=collector.grpc, insecure=True, headers={"authorization": f"Bearer {TOKEN}"}
+    )
+    assert (
+        exporter.export(fixture_spans("openai_v2-grounded-plain", 0x6C)) == SpanExportResult.SUCCESS
+    )
+    still_serving(collector, upstream, 0x6D)
+
+
+def test_attribute_limits_truncate_and_count(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    exporter = OTLPSpanExporter(endpoint=f"{collector.http}/v1/traces", headers=AUTH)
+    spans = fixture_spans("openai_v2-grounded-plain", 0x11A)
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    [span] = spans
+    many = {f"key.{i}": "é" * 100 for i in range(12)}
+    wide = ReadableSpan(
+        name="wide",
+        context=span.context,
+        resource=span.resource,
+        attributes=many,
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+    assert exporter.export([wide]) == SpanExportResult.SUCCESS
+    from tests.collector.harness import wait_until
+
+    key = (0x11A).to_bytes(16, "big")
+    assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))
+    [received] = [s for _, s in upstream.spans() if s.trace_id == key]
+    values = attributes(received)
+    assert list(values) == [f"key.{i}" for i in range(8)]
+    assert received.dropped_attributes_count == 4
+    assert all(v == "é" * 32 for v in values.values())  # 64 bytes, on a character boundary
+
+
+def test_health_readiness_and_metrics(served: tuple[CollectorProcess, OTLPReceiver]) -> None:
+    collector, _ = served
+    assert httpx.get(f"{collector.http}/healthz").status_code == 200
+    assert httpx.get(f"{collector.http}/readyz").status_code == 200
+    post(collector, b"\xff\xff", PROTOBUF)
+    metrics = httpx.get(f"{collector.http}/metrics").text
+    rejected = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("tracefact_collector_requests_rejected")
+    ]
+    assert any('reason="malformed"' in line for line in rejected), rejected
+    assert "tracefact_collector_spans_received" in metrics
+    assert "tracefact_collector_spans_forwarded" in metrics
+    assert "tracefact_eval_spans" in metrics  # the pipeline's, on the same endpoint
+    assert semconv.METRIC_COLLECTOR_QUEUE_DEPTH.replace(".", "_") in metrics

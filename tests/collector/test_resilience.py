@@ -1,0 +1,197 @@
+"""Upstream outages, a full buffer and SIGTERM: spans are held, refused or drained, never lost.
+
+Each test runs its own collector: these are about the process's state.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import grpc
+import httpx
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.collector.harness import (
+    attributes,
+    base_config,
+    fixture_spans,
+    running_collector,
+    start,
+    wait_until,
+    write_config,
+)
+from tests.fakes.otlp import otlp_receiver
+from tracefact import semconv
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def request_bytes(name: str, trace_id: int) -> bytes:
+    return encode_spans(fixture_spans(name, trace_id)).SerializeToString()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of a Prometheus metric's samples whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def test_upstream_down_then_back_gets_every_held_span_once(tmp_path: Path) -> None:
+    port = free_port()
+    config = base_config(f"http://127.0.0.1:{port}")
+    with running_collector(tmp_path / "c.yaml", config) as collector:
+        names = ["langchain-retriever-plain", "openinference-invented-plain"] * 5
+        for index, name in enumerate(names):
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes(name, 0x1000 + index),
+                headers=PROTOBUF,
+            )
+            assert response.status_code == 200
+        expected = sum(len(fixture_spans(n)) for n in names)
+        metrics_url = f"{collector.http}/metrics"
+        assert wait_until(
+            lambda: metric(httpx.get(metrics_url).text, "tracefact_collector_upstream_retries") >= 3
+        )
+        with otlp_receiver(port) as upstream:
+            assert upstream.wait_for(expected, 20)
+            time.sleep(0.5)  # anything sent twice would arrive by now
+            spans = upstream.spans()
+            ids = [(s.trace_id, s.span_id) for _, s in spans]
+            assert len(ids) == expected and len(set(ids)) == expected
+            llm = [s for _, s in spans if s.name in ("ChatOpenAI", "ChatCompletion")]
+            assert {attributes(s)[semconv.EVAL_STATUS] for s in llm} <= {"ok", "skipped"}
+            text = httpx.get(metrics_url).text
+            assert metric(text, "tracefact_collector_spans_forwarded_total") == expected
+            assert metric(text, "tracefact_collector_upstream_failed") == 0
+            assert wait_until(
+                lambda: metric(httpx.get(metrics_url).text, "tracefact_collector_queue_depth") == 0
+            )
+        assert collector.events("upstream_retry")
+
+
+def test_a_full_buffer_answers_429_and_resource_exhausted_with_a_retry_hint(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    config = base_config(f"http://127.0.0.1:{port}")
+    config["queue_max_requests"] = 4
+    config["forwarding"].update({"max_spans": 6, "retry_after_seconds": 2})
+    with running_collector(tmp_path / "c.yaml", config) as collector:
+        accepted = 0
+        statuses = []
+        for index in range(12):
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes("langchain-retriever-plain", 0x2000 + index),
+                headers=PROTOBUF,
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 200:
+                accepted += 1
+            else:
+                assert response.status_code == 429
+                assert response.headers["Retry-After"] == "2"
+        assert 429 in statuses and accepted >= 2, statuses
+        assert httpx.get(f"{collector.http}/readyz").status_code == 503
+        with grpc.insecure_channel(collector.grpc) as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=ExportTraceServiceRequest.SerializeToString,
+                response_deserializer=lambda b: b,
+            )
+            request = ExportTraceServiceRequest.FromString(
+                request_bytes("langchain-retriever-plain", 0x2100)
+            )
+            call = None
+            try:
+                export.with_call(request, timeout=5)
+            except grpc.RpcError as exc:
+                call = exc
+            assert call is not None and call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            trailers = dict(call.trailing_metadata() or ())
+            assert "google.rpc.retryinfo-bin" in trailers
+        with otlp_receiver(port) as upstream:
+            assert upstream.wait_for(accepted * 3, 20)
+            time.sleep(0.5)
+            ids = [(s.trace_id, s.span_id) for _, s in upstream.spans()]
+            assert len(ids) == accepted * 3 == len(set(ids))
+            assert wait_until(lambda: httpx.get(f"{collector.http}/readyz").status_code == 200)
+
+
+def test_a_permanent_upstream_refusal_is_counted_not_retried(tmp_path: Path) -> None:
+    with otlp_receiver() as upstream:
+        upstream.fail_with = 400
+        config = base_config(upstream.endpoint)
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes("langchain-retriever-plain", 0x3000),
+                headers=PROTOBUF,
+            )
+            assert response.status_code == 200
+            url = f"{collector.http}/metrics"
+            assert wait_until(
+                lambda: (
+                    metric(
+                        httpx.get(url).text,
+                        "tracefact_collector_upstream_failed",
+                        reason="rejected",
+                    )
+                    == 3
+                )
+            )
+            text = httpx.get(url).text
+            assert metric(text, "tracefact_collector_upstream_retries") == 0
+            assert metric(text, "tracefact_collector_queue_depth") == 0
+            assert upstream.refused in (1, 2)  # one batch, or the LLM span after the rest
+            failed = collector.events("upstream_failed")
+            assert len(failed) == upstream.refused
+            assert sum(f["spans"] for f in failed) == 3
+            assert all("HTTP 400" in f["error"] for f in failed)
+
+
+def test_sigterm_drains_held_spans_and_evaluations_then_exits_0(tmp_path: Path) -> None:
+    with otlp_receiver() as upstream:
+        # A long window: only the drain can release these LLM spans in time.
+        config = base_config(upstream.endpoint, window_seconds=60)
+        collector = start(write_config(tmp_path / "c.yaml", config))
+        collector.wait_listening()
+        names = ["openllmetry_chromadb-retriever-plain", "openinference-invented-plain"] * 3
+        for index, name in enumerate(names):
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes(name, 0x4000 + index),
+                headers=PROTOBUF,
+            )
+            assert response.status_code == 200
+        started = time.monotonic()
+        assert collector.terminate(timeout=30) == 0
+        assert time.monotonic() - started < config["shutdown_seconds"] + 2
+        expected = sum(len(fixture_spans(n)) for n in names)
+        spans = upstream.spans()
+        assert len(spans) == expected
+        statuses = [
+            attributes(s).get(semconv.EVAL_STATUS)
+            for _, s in spans
+            if s.name in ("openai.chat", "ChatCompletion")
+        ]
+        assert len(statuses) == 6 and None not in statuses
+        events = [collector.events(e) for e in ("draining", "stopped")]
+        assert all(events), collector.lines[-5:]
