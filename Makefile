@@ -75,7 +75,7 @@ redis-server:
 # The collector's durable queues: contract tests of every backend, crash and scale-out
 # tests with subprocesses on SQLite and a real Redis (under CI=true a missing Redis fails).
 test-queues: setup-dev redis-server
-	$(BIN)/pytest -q tests/collector/queues
+	TRACEFACT_QUEUE_CRASH_TESTS=1 $(BIN)/pytest -q tests/collector/queues
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -268,3 +268,12 @@ METRIC_COLLECTOR_QUEUE_DEPTH = "tracefact.collector.queue.depth"
 """Gauge: received requests not yet acknowledged (all their spans left upstream)."""
 METRIC_COLLECTOR_WAITING = "tracefact.collector.window.waiting"
 """Gauge: LLM spans waiting in the window for later retriever spans of their trace."""
+METRIC_COLLECTOR_REDELIVERED = "tracefact.collector.spans.redelivered"
+"""Counter: spans of queue entries handed out again (a consumer died or lost its
+acknowledgement before all of the entry's spans were acknowledged): each may reach the
+upstream twice. Durable queues deliver at least once; this counts the possible duplicates."""
+METRIC_COLLECTOR_EXPIRED = "tracefact.collector.spans.expired"
+"""Counter: LLM spans taken from a durable queue later than `queue_max_age_seconds` after
+they were stored: forwarded unevaluated with status `timeout` (QUEUE_AGE_ERROR)."""
+QUEUE_AGE_ERROR: Final = "queue_age"
+"""`tracefact.eval.error` of an LLM span that waited in the queue past its maximum age."""

@@ -1,13 +1,20 @@
-"""Fixtures of the queue tests: a Redis server per test, started on demand."""
+"""Fixtures of the queue tests: a Redis server per test, started on demand.
+
+The crash and scale-out tests (subprocesses, about a minute) run in `make test-queues`,
+which sets TRACEFACT_QUEUE_CRASH_TESTS=1; `make test` runs the contract tests only.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.collector.queues.redis_server import RedisServer, require_redis_server
+
+collect_ignore = [] if os.environ.get("TRACEFACT_QUEUE_CRASH_TESTS") == "1" else ["test_crash.py"]
 
 
 @pytest.fixture

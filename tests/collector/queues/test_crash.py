@@ -1,0 +1,248 @@
+"""kill -9 collectors and workers on durable queues: nothing acknowledged is lost.
+
+Every request the collector answered 200 must reach the upstream after a crash and a
+restart; a span that arrives twice must be one the restarted process counted as
+possibly duplicated (`tracefact.collector.spans.redelivered`). Run by `make test-queues`
+(collector subprocesses, a real Redis), not by `make test`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.collector.harness import wait_until
+from tests.collector.queues import processes
+from tests.collector.queues.processes import (
+    LLM_SPAN,
+    SPANS_PER_TRACE,
+    arrivals,
+    counter,
+    kill,
+    llm_statuses,
+    send,
+    span_id,
+    start,
+    trace_requests,
+)
+from tests.collector.queues.redis_server import RedisServer
+from tests.fakes.otlp import OTLPReceiver, otlp_receiver
+from tracefact import semconv
+
+TRACES = 8
+REDELIVERED = semconv.METRIC_COLLECTOR_REDELIVERED
+
+
+@pytest.fixture
+def upstream() -> Iterator[OTLPReceiver]:
+    with otlp_receiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def started() -> Iterator[list[processes.CollectorProcess]]:
+    """Every process a test starts, stopped (or reaped, when killed) at its end."""
+    running: list[processes.CollectorProcess] = []
+    yield running
+    processes.stop(running)
+
+
+def sent_ids(traces: range) -> set[bytes]:
+    return {span_id(t, n) for t in traces for n in (2, 3, 4)}
+
+
+def assert_all_arrived_once_or_counted(
+    upstream: OTLPReceiver, traces: range, counted_duplicates: float
+) -> int:
+    """Every sent span arrived; the extra arrivals are within the counted duplicates."""
+    seen = arrivals(upstream)
+    assert set(seen) == sent_ids(traces)
+    duplicates = sum(seen.values()) - len(seen)
+    assert duplicates <= counted_duplicates
+    return duplicates
+
+
+def assert_llm_spans_evaluated_with_their_documents(upstream: OTLPReceiver, traces: range) -> None:
+    statuses = llm_statuses(upstream)
+    for trace in traces:
+        assert set(statuses[span_id(trace, LLM_SPAN)]) == {"ok: 1 contexts"}, trace
+
+
+def sqlite_queue(tmp_path: Path) -> dict[str, object]:
+    return {"queue": "sqlite", "sqlite": {"path": str(tmp_path / "queue.db"), "lease_seconds": 1}}
+
+
+def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restart(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[processes.CollectorProcess]
+) -> None:
+    traces = range(1, TRACES + 1)
+    first = start(
+        "collector",
+        tmp_path / "a.yaml",
+        processes.config(upstream.endpoint, 60, **sqlite_queue(tmp_path)),
+    )
+    started.append(first)
+    send(first, (r for t in traces for r in trace_requests(t, together=True)))
+    # The plain and retriever spans left; the LLM spans are being evaluated (for a minute).
+    assert upstream.wait_for(2 * TRACES, timeout=20)
+    kill(first)
+
+    second = start(
+        "collector",
+        tmp_path / "b.yaml",
+        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+    )
+    started.append(second)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    redelivered = counter(second, REDELIVERED)
+    assert redelivered == TRACES * SPANS_PER_TRACE  # every entry was waiting on its LLM span
+    duplicates = assert_all_arrived_once_or_counted(upstream, traces, redelivered)
+    assert duplicates == 2 * TRACES  # the spans forwarded before the kill, sent again
+    assert_llm_spans_evaluated_with_their_documents(upstream, traces)
+
+
+def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restart(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[processes.CollectorProcess]
+) -> None:
+    traces = range(1, TRACES + 1)
+    upstream.fail_with = 503
+    first = start(
+        "collector",
+        tmp_path / "a.yaml",
+        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+    )
+    started.append(first)
+    send(first, (r for t in traces for r in trace_requests(t, together=True)))
+    # Evaluated and being forwarded: the upstream refuses, the collector retries.
+    assert wait_until(lambda: upstream.refused >= 5, timeout=20)
+    kill(first)
+    upstream.fail_with = None
+
+    second = start(
+        "collector",
+        tmp_path / "b.yaml",
+        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+    )
+    started.append(second)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    redelivered = counter(second, REDELIVERED)
+    assert redelivered == TRACES * SPANS_PER_TRACE
+    assert assert_all_arrived_once_or_counted(upstream, traces, redelivered) == 0
+    assert_llm_spans_evaluated_with_their_documents(upstream, traces)
+
+
+def redis_queue(server: RedisServer, consume: bool = True) -> dict[str, object]:
+    return {"queue": "redis", "redis": {"url": server.url, "claim_seconds": 1, "consume": consume}}
+
+
+def test_redis_worker_killed_mid_evaluation_another_worker_takes_over(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    redis_server: RedisServer,
+    started: list[processes.CollectorProcess],
+) -> None:
+    traces = range(1, TRACES + 1)
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    collector = start("collector", tmp_path / "c.yaml", receive_only)
+    slow = start(
+        "worker",
+        tmp_path / "w1.yaml",
+        processes.config(upstream.endpoint, 60, **redis_queue(redis_server)),
+    )
+    started += [collector, slow]
+    # The LLM span's request first, its retriever span's second: they meet through Redis.
+    send(collector, (r for t in traces for r in trace_requests(t, together=False)))
+    assert upstream.wait_for(2 * TRACES, timeout=20)  # all but the LLM spans, in evaluation
+    kill(slow)
+
+    fast = start(
+        "worker",
+        tmp_path / "w2.yaml",
+        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+    )
+    started.append(fast)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    redelivered = counter(fast, REDELIVERED)
+    # Each LLM request (the LLM span and its child), and any retriever request forwarded
+    # but not yet acknowledged at the kill.
+    assert redelivered >= TRACES * 2
+    duplicates = assert_all_arrived_once_or_counted(upstream, traces, redelivered)
+    assert duplicates >= TRACES  # the children, forwarded before the kill
+    assert_llm_spans_evaluated_with_their_documents(upstream, traces)
+
+
+def test_redis_worker_and_collector_killed_mid_forwarding_lose_nothing(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    redis_server: RedisServer,
+    started: list[processes.CollectorProcess],
+) -> None:
+    traces = range(1, TRACES + 1)
+    upstream.fail_with = 503
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    collector = start("collector", tmp_path / "c.yaml", receive_only)
+    worker = start(
+        "worker",
+        tmp_path / "w1.yaml",
+        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+    )
+    started += [collector, worker]
+    send(collector, (r for t in traces for r in trace_requests(t, together=False)))
+    assert wait_until(lambda: upstream.refused >= 5, timeout=20)
+    kill(collector)  # it held nothing once it answered 200: the requests are in Redis
+    kill(worker)
+    upstream.fail_with = None
+
+    restarted = start(
+        "worker",
+        tmp_path / "w2.yaml",
+        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+    )
+    started.append(restarted)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    redelivered = counter(restarted, REDELIVERED)
+    assert redelivered == TRACES * SPANS_PER_TRACE
+    assert assert_all_arrived_once_or_counted(upstream, traces, redelivered) == 0
+    assert_llm_spans_evaluated_with_their_documents(upstream, traces)
+
+
+def test_two_collectors_and_two_workers_deliver_every_span_once(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    redis_server: RedisServer,
+    started: list[processes.CollectorProcess],
+) -> None:
+    traces = range(1, 4 * TRACES + 1)
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    collectors = [start("collector", tmp_path / f"c{i}.yaml", receive_only) for i in (1, 2)]
+    workers = [
+        start(
+            "worker",
+            tmp_path / f"w{i}.yaml",
+            processes.config(upstream.endpoint, 0.2, **redis_queue(redis_server)),
+        )
+        for i in (1, 2)
+    ]
+    started += collectors + workers
+    # Each collector gets every other trace's LLM request and the other's retriever request.
+    senders = [
+        threading.Thread(
+            target=send,
+            args=(collector, [trace_requests(t, together=False)[(t + i) % 2] for t in traces]),
+        )
+        for i, collector in enumerate(collectors)
+    ]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(60)
+
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=60)
+    redelivered = sum(counter(worker, REDELIVERED) for worker in workers)
+    assert assert_all_arrived_once_or_counted(upstream, traces, redelivered) == 0
+    assert_llm_spans_evaluated_with_their_documents(upstream, traces)
+    forwarded = [counter(worker, semconv.METRIC_COLLECTOR_FORWARDED) for worker in workers]
+    assert sum(forwarded) == len(sent_ids(traces))
