@@ -28,8 +28,13 @@ ROOT = Path(__file__).resolve().parents[3]
 WAITING = "tests.collector.queues.waiting:WaitingEvaluator"
 
 
-def config(upstream: str, evaluation_seconds: float, **queue: Any) -> dict[str, Any]:
-    """HTTP receiver and metrics on free ports, a waiting evaluator, the given queue keys."""
+def config(
+    upstream: str, evaluation_seconds: float, queue_size: int = 1024, **queue: Any
+) -> dict[str, Any]:
+    """HTTP receiver and metrics on free ports, a waiting evaluator, the given queue keys.
+
+    `queue_size` is also what a consumer of a durable queue takes at most.
+    """
     return {
         "receivers": {"http": {"host": "127.0.0.1", "port": 0}, "grpc": None},
         "upstreams": [{"endpoint": upstream}],
@@ -40,6 +45,7 @@ def config(upstream: str, evaluation_seconds: float, **queue: Any) -> dict[str, 
             "timeout_seconds": 120,
             "max_hold_seconds": 120,
             "drain_seconds": 1,
+            "queue_size": queue_size,
         },
         "metrics": {"host": "127.0.0.1", "port": 0},
         "logging": {"level": "info"},

@@ -9,12 +9,13 @@ possibly duplicated (`tracefact.collector.spans.redelivered`). Run by `make test
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.collector.harness import wait_until
+from tests.collector.harness import attributes, wait_until
 from tests.collector.queues import processes
 from tests.collector.queues.processes import (
     LLM_SPAN,
@@ -218,11 +219,12 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     traces = range(1, 4 * TRACES + 1)
     receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
     collectors = [start("collector", tmp_path / f"c{i}.yaml", receive_only) for i in (1, 2)]
+    # Each worker takes at most 4 LLM spans at a time: the rest wait in Redis for either.
     workers = [
         start(
             "worker",
             tmp_path / f"w{i}.yaml",
-            processes.config(upstream.endpoint, 0.2, **redis_queue(redis_server)),
+            processes.config(upstream.endpoint, 0.2, queue_size=4, **redis_queue(redis_server)),
         )
         for i in (1, 2)
     ]
@@ -246,3 +248,31 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     assert_llm_spans_evaluated_with_their_documents(upstream, traces)
     forwarded = [counter(worker, semconv.METRIC_COLLECTOR_FORWARDED) for worker in workers]
     assert sum(forwarded) == len(sent_ids(traces))
+    assert min(forwarded) > 0  # both workers had a share
+
+
+def test_llm_spans_older_than_the_maximum_age_go_on_unevaluated_as_timeout(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    redis_server: RedisServer,
+    started: list[processes.CollectorProcess],
+) -> None:
+    traces = range(1, TRACES + 1)
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    collector = start("collector", tmp_path / "c.yaml", receive_only)
+    started.append(collector)
+    send(collector, (r for t in traces for r in trace_requests(t, together=True)))
+    time.sleep(1.5)  # no worker yet: the requests age in Redis
+
+    late = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server))
+    worker = start("worker", tmp_path / "w.yaml", {**late, "queue_max_age_seconds": 1})
+    started.append(worker)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    assert counter(worker, semconv.METRIC_COLLECTOR_EXPIRED) == TRACES
+    for _, span in upstream.spans():
+        values = attributes(span)
+        if span.span_id in {span_id(t, LLM_SPAN) for t in traces}:
+            assert values[semconv.EVAL_STATUS] == semconv.STATUS_TIMEOUT
+            assert values[semconv.EVAL_ERROR] == semconv.QUEUE_AGE_ERROR
+        else:
+            assert semconv.EVAL_STATUS not in values  # passed through as received
