@@ -53,7 +53,8 @@ test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
 		TRACEFACT_INSTRUMENTOR=$$name $(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider \
 			tests/instrumentors/test_labels.py || exit 1; \
 	done
-	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py
+	$(INSTRUMENTORS_VENV)/bin/pytest -q -p no:cacheprovider tests/instrumentors/test_examples.py \
+		tests/instrumentors/test_collector_example.py
 
 # Re-record tests/fixtures/otlp from the pinned instrumentors (commit the result). Those
 # pinned to another release (Instrumentor.pinned: OpenLLMetry openai 0.54.0, chromadb,
@@ -94,13 +95,16 @@ $(E2E)/%/.installed: e2e/requirements-%.txt
 # Prints how long a step took: $(call timed,what,command)
 timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
 
-e2e: setup
+# The collector check runs the OpenInference demo app and the collector from the
+# instrumentors' environment (openai, the OpenInference instrumentor, the collector extra).
+e2e: setup $(INSTRUMENTORS_VENV)/.installed
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+	$(INSTRUMENTORS_VENV)/bin/python -m e2e.collector_check
 
 clean:
 	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

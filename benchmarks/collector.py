@@ -1,0 +1,572 @@
+"""The tracefact collector's throughput, evaluation rate and memory, over real sockets.
+
+Three processes besides this one: the collector (`tracefact collector --config ...`, the
+command line users run), a sender posting pre-encoded OTLP/HTTP protobuf batches of 512
+spans on keep-alive connections, and a counting upstream receiver. Everything runs on
+127.0.0.1 and shares the machine's cores, sender included.
+
+1. Forwarding, no evaluation: spans/s accepted (answered 200) and forwarded (arrived
+   upstream), with the 429s the collector answered.
+2. LLM traffic (HTTP, chain, retriever and OpenInference LLM spans, one trace each),
+   every LLM span sampled to the default evaluator (LocalFactuality): spans/s, then
+   evaluations/s and each `tracefact.eval.status` counted upstream (`dropped`: the
+   evaluation queue was full, the span went on unevaluated).
+3. Memory per held trace: traces whose LLM span waits for the window (set long) with its
+   retriever documents stored; the collector's RSS before and after, divided.
+
+Numbers are printed, nothing is asserted about speed.
+
+    python benchmarks/collector.py [--seconds 10] [--senders 2] [--held 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+
+BATCH_SPANS = 512
+STATUS_KEY = "tracefact.eval.status"
+PROTOBUF = "application/x-protobuf"
+
+
+# --- traffic -------------------------------------------------------------------------
+
+
+def _kv(key: str, value: str | int) -> KeyValue:
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def _span(
+    rng: random.Random, trace_id: bytes, parent: bytes, name: str, attributes: dict[str, Any]
+) -> Span:
+    start = time.time_ns() - rng.randrange(10**9)
+    return Span(
+        trace_id=trace_id,
+        span_id=rng.randbytes(8),
+        parent_span_id=parent,
+        name=name,
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + rng.randrange(10**6, 10**8),
+        attributes=[_kv(k, v) for k, v in attributes.items()],
+    )
+
+
+def plain_trace(rng: random.Random) -> list[Span]:
+    """Four spans of a web request, as an instrumented service sends them."""
+    trace_id = rng.randbytes(16)
+    root = _span(
+        rng,
+        trace_id,
+        b"",
+        "GET /orders/{id}",
+        {
+            "http.request.method": "GET",
+            "url.path": f"/orders/{rng.randrange(10**6)}",
+            "http.route": "/orders/{id}",
+            "http.response.status_code": 200,
+            "server.address": "shop.internal",
+            "user_agent.original": "Mozilla/5.0 (X11; Linux x86_64)",
+        },
+    )
+    spans = [root]
+    for name, system in (("SELECT orders", "postgresql"), ("GET", "redis"), ("render", "")):
+        attributes: dict[str, Any] = {"code.function": name.lower()}
+        if system:
+            attributes |= {"db.system": system, "db.statement": f"{name} WHERE id = $1"}
+        spans.append(_span(rng, trace_id, root.span_id, name, attributes))
+    return spans
+
+
+def llm_trace(rng: random.Random) -> list[Span]:
+    """A RAG request: HTTP root, chain, retriever with three documents, an LLM span."""
+    trace_id = rng.randbytes(16)
+    n = rng.randrange(10**6)
+    question = f"How tall is tower number {n}?"
+    documents = [
+        f"Tower number {n} is {100 + n % 300} metres tall and was completed in {1850 + n % 170}.",
+        f"Tower number {n + 1} stands in a park and is painted {('red', 'grey')[n % 2]}.",
+        "Towers are inspected every year; the inspection report lists their height.",
+    ]
+    answer = f"Tower number {n} is {100 + n % 300} metres tall."
+    root = _span(rng, trace_id, b"", "POST /ask", {"http.request.method": "POST"})
+    chain = _span(
+        rng,
+        trace_id,
+        root.span_id,
+        "rag",
+        {"openinference.span.kind": "CHAIN", "input.value": question, "output.value": answer},
+    )
+    retriever_attributes: dict[str, Any] = {
+        "openinference.span.kind": "RETRIEVER",
+        "input.value": question,
+    }
+    for i, text in enumerate(documents):
+        retriever_attributes[f"retrieval.documents.{i}.document.content"] = text
+    retriever = _span(rng, trace_id, chain.span_id, "search", retriever_attributes)
+    llm = _span(
+        rng,
+        trace_id,
+        chain.span_id,
+        "ChatCompletion",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            "llm.input_messages.0.message.role": "system",
+            "llm.input_messages.0.message.content": "Answer from the documents.",
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.content": question,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": answer,
+            "llm.token_count.prompt": 120,
+            "llm.token_count.completion": 14,
+        },
+    )
+    # Ended first, sent first: the retriever's documents are there when the LLM span is.
+    return [retriever, llm, chain, root]
+
+
+def batches(kind: str, count: int, seed: int) -> list[bytes]:
+    """`count` encoded ExportTraceServiceRequests of BATCH_SPANS spans each, all distinct."""
+    rng = random.Random(seed)
+    make = plain_trace if kind == "plain" else llm_trace
+    out = []
+    for _ in range(count):
+        spans: list[Span] = []
+        while len(spans) < BATCH_SPANS:
+            spans.extend(make(rng))
+        resource_spans = ResourceSpans()
+        resource_spans.resource.attributes.append(_kv("service.name", f"bench-{kind}"))
+        scope = resource_spans.scope_spans.add()
+        scope.scope.name = "benchmarks.collector"
+        scope.spans.extend(spans[:BATCH_SPANS])
+        out.append(ExportTraceServiceRequest(resource_spans=[resource_spans]).SerializeToString())
+    return out
+
+
+# --- the counting upstream (its own process) ---------------------------------------------
+
+
+class Counts:
+    """What the upstream received: spans, statuses, first and last arrival."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spans = 0
+        self.requests = 0
+        self.statuses: Counter[str] = Counter()
+        self.first = 0.0
+        self.last = 0.0
+
+    def add(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest.FromString(body)
+        spans = 0
+        statuses: Counter[str] = Counter()
+        look = STATUS_KEY.encode() in body  # only evaluated traffic pays for the walk
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                spans += len(scope_spans.spans)
+                if look:
+                    for span in scope_spans.spans:
+                        for kv in span.attributes:
+                            if kv.key == STATUS_KEY:
+                                statuses[kv.value.string_value] += 1
+        now = time.monotonic()
+        with self.lock:
+            self.spans += spans
+            self.requests += 1
+            self.statuses.update(statuses)
+            self.first = self.first or now
+            self.last = now
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "spans": self.spans,
+                "requests": self.requests,
+                "statuses": dict(self.statuses),
+                "first": self.first,
+                "last": self.last,
+            }
+
+    def reset(self) -> None:
+        with self.lock:
+            self.__init__()  # type: ignore[misc]
+
+
+def serve_upstream() -> None:
+    """Count OTLP/HTTP protobuf spans on /v1/traces; GET /stats and POST /reset; forever."""
+    counts = Counts()
+    ok = ExportTraceServiceResponse().SerializeToString()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._reply(200, json.dumps(counts.snapshot()).encode(), "application/json")
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.path == "/reset":
+                counts.reset()
+                self._reply(200, b"{}", "application/json")
+                return
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            counts.add(body)
+            self._reply(200, ok, PROTOBUF)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+# --- the sender (its own process) --------------------------------------------------------
+
+
+def send(url: str, kind: str, seconds: float, senders: int, seed: int) -> dict[str, Any]:
+    """Post distinct pre-encoded batches from `senders` threads for `seconds`."""
+    bodies = batches(kind, 256, seed)
+    parts = urlsplit(url)
+    accepted, refused, failed = [0] * senders, [0] * senders, [0] * senders
+    deadline = time.monotonic() + seconds
+
+    def run(index: int) -> None:
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        headers = {"Content-Type": PROTOBUF}
+        i = index
+        while time.monotonic() < deadline:
+            body = bodies[i % len(bodies)]
+            i += senders
+            try:
+                connection.request("POST", parts.path, body, headers)
+                response = connection.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                failed[index] += 1
+                connection.close()
+                connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
+                continue
+            if response.status == 200:
+                accepted[index] += BATCH_SPANS
+            elif response.status == 429:
+                refused[index] += BATCH_SPANS
+                time.sleep(min(float(response.getheader("Retry-After") or 0.1), 0.1))
+            else:
+                failed[index] += 1
+        connection.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {
+        "accepted": sum(accepted),
+        "refused": sum(refused),
+        "failed_requests": sum(failed),
+        "seconds": time.monotonic() - started,
+    }
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@dataclass
+class Processes:
+    collector: subprocess.Popen[bytes]
+    ingest: str
+    upstream: str
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        connection.request("GET", parts.path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def _post(url: str) -> None:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        connection.request("POST", parts.path, b"")
+        connection.getresponse().read()
+    finally:
+        connection.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tracefact() -> list[str]:
+    """The `tracefact` console script of this interpreter's environment."""
+    return [str(Path(sys.executable).with_name("tracefact"))]
+
+
+@contextmanager
+def running_collector(config: dict[str, Any], workdir: Path) -> Iterator[Processes]:
+    """The counting upstream and a collector forwarding to it, both stopped afterwards."""
+    upstream = subprocess.Popen(
+        [sys.executable, __file__, "--upstream"], stdout=subprocess.PIPE, text=True
+    )
+    assert upstream.stdout is not None
+    upstream_url = f"http://127.0.0.1:{upstream.stdout.readline().strip()}"
+    port = _free_port()
+    config = {
+        "receivers": {"http": {"host": "127.0.0.1", "port": port}, "grpc": None},
+        "upstreams": [{"endpoint": f"{upstream_url}/v1/traces"}],
+        "logging": {"level": "warning"},
+        **config,
+    }
+    path = workdir / "tracefact.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    log = (workdir / "collector.log").open("wb")
+    collector = subprocess.Popen(
+        [*_tracefact(), "collector", "--config", str(path)], stdout=log, stderr=log
+    )
+    ingest = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _get(f"{ingest}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if collector.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                tail = (workdir / "collector.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"the collector did not become ready:\n{tail}")
+            time.sleep(0.2)
+        yield Processes(collector, ingest, upstream_url)
+    finally:
+        collector.terminate()
+        try:
+            collector.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            collector.kill()
+            collector.wait()
+        upstream.terminate()
+        upstream.wait()
+        log.close()
+
+
+def run_sender(ingest: str, kind: str, seconds: float, senders: int) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        __file__,
+        "--send",
+        f"{ingest}/v1/traces",
+        kind,
+        str(seconds),
+        str(senders),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def upstream_stats(upstream: str) -> dict[str, Any]:
+    stats: dict[str, Any] = json.loads(_get(f"{upstream}/stats")[1])
+    return stats
+
+
+def settle(upstream: str, expected: int, timeout: float) -> dict[str, Any]:
+    """The upstream's counts once `expected` spans arrived or arrivals stopped for 5 s."""
+    deadline = time.monotonic() + timeout
+    stats = upstream_stats(upstream)
+    quiet_since, last_count = time.monotonic(), stats["spans"]
+    while stats["spans"] < expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+        stats = upstream_stats(upstream)
+        if stats["spans"] != last_count:
+            quiet_since, last_count = time.monotonic(), stats["spans"]
+        elif time.monotonic() - quiet_since > 5:
+            break
+    return stats
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def baseline(args: argparse.Namespace) -> None:
+    """The harness alone: the sender straight to the counting upstream."""
+    upstream = subprocess.Popen(
+        [sys.executable, __file__, "--upstream"], stdout=subprocess.PIPE, text=True
+    )
+    assert upstream.stdout is not None
+    url = f"http://127.0.0.1:{upstream.stdout.readline().strip()}"
+    try:
+        sent = run_sender(url, "plain", args.seconds, args.senders)
+        stats = upstream_stats(url)
+    finally:
+        upstream.terminate()
+        upstream.wait()
+    print("0. the harness alone: sender -> counting upstream, no collector")
+    print(
+        f"   {stats['spans']:,} spans in {sent['seconds']:.1f} s: "
+        f"{stats['spans'] / sent['seconds']:,.0f} spans/s"
+    )
+
+
+def forwarding(args: argparse.Namespace, workdir: Path) -> None:
+    with running_collector({"evaluation": {"enabled": False}}, workdir) as procs:
+        started = time.monotonic()
+        sent = run_sender(procs.ingest, "plain", args.seconds, args.senders)
+        stats = settle(procs.upstream, sent["accepted"], timeout=120)
+        elapsed = stats["last"] - started if stats["last"] else float("nan")
+    print("1. forwarding, no evaluation (plain web spans)")
+    print(
+        f"   accepted {sent['accepted']:,} spans in {sent['seconds']:.1f} s: "
+        f"{sent['accepted'] / sent['seconds']:,.0f} spans/s received; "
+        f"429: {sent['refused']:,} spans; failed requests: {sent['failed_requests']}"
+    )
+    print(
+        f"   forwarded {stats['spans']:,} spans in {stats['requests']:,} upstream requests, "
+        f"{elapsed:.1f} s from the first post to the last arrival: "
+        f"{stats['spans'] / elapsed:,.0f} spans/s forwarded"
+    )
+
+
+def evaluation(args: argparse.Namespace, workdir: Path) -> None:
+    config = {"evaluation": {"enabled": True, "evaluators": ["local"], "window_seconds": 0.5}}
+    with running_collector(config, workdir) as procs:
+        started = time.monotonic()
+        sent = run_sender(procs.ingest, "llm", args.seconds, args.senders)
+        stats = settle(procs.upstream, sent["accepted"], timeout=180)
+        elapsed = stats["last"] - started if stats["last"] else float("nan")
+    statuses = stats["statuses"]
+    evaluated = statuses.get("ok", 0)
+    print("2. LLM traffic, every LLM span sampled to the default evaluator (LocalFactuality)")
+    print(
+        f"   accepted {sent['accepted']:,} spans in {sent['seconds']:.1f} s: "
+        f"{sent['accepted'] / sent['seconds']:,.0f} spans/s received "
+        f"({sent['accepted'] // 4:,} LLM spans); 429: {sent['refused']:,} spans"
+    )
+    print(
+        f"   forwarded {stats['spans']:,} spans in {elapsed:.1f} s: "
+        f"{stats['spans'] / elapsed:,.0f} spans/s; evaluations: {evaluated:,}, "
+        f"{evaluated / elapsed:,.1f}/s"
+    )
+    print(f"   LLM spans by {STATUS_KEY}: {json.dumps(statuses, sort_keys=True)}")
+
+
+def memory(args: argparse.Namespace, workdir: Path) -> None:
+    held = args.held
+    config = {
+        "evaluation": {
+            "enabled": True,
+            "evaluators": ["lexical"],
+            "window_seconds": 600,
+            "queue_size": held * 2,
+            "max_hold_seconds": 900,
+        },
+        "forwarding": {"max_spans": held * 8},
+    }
+    traces_per_batch = BATCH_SPANS // 4
+    count = -(-held // traces_per_batch)
+    bodies = batches("llm", count + 2, seed=7)
+    with running_collector(config, workdir) as procs:
+        parts = urlsplit(procs.ingest)
+
+        def post(body: bytes) -> None:
+            connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
+            connection.request("POST", "/v1/traces", body, {"Content-Type": PROTOBUF})
+            status = connection.getresponse().status
+            connection.close()
+            if status != 200:
+                raise RuntimeError(f"the collector answered {status}")
+
+        for body in bodies[:2]:  # warm-up: code paths, allocator arenas
+            post(body)
+        time.sleep(2)
+        before = rss_bytes(procs.collector.pid)
+        for body in bodies[2:]:
+            post(body)
+        time.sleep(2)
+        after = rss_bytes(procs.collector.pid)
+    traces = count * traces_per_batch
+    print("3. memory per held trace (LLM span waiting for its window, 3 documents stored)")
+    print(
+        f"   {traces:,} traces held: RSS {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB, "
+        f"{(after - before) / traces / 1024:.1f} KiB per trace"
+    )
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--upstream"]:
+        serve_upstream()
+        return
+    if sys.argv[1:2] == ["--send"]:
+        url, kind, seconds, senders = sys.argv[2:6]
+        result = send(url, kind, float(seconds), int(senders), seed=os.getpid())
+        print(json.dumps(result))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="sending time per run")
+    parser.add_argument("--senders", type=int, default=2, help="sender threads (connections)")
+    parser.add_argument("--held", type=int, default=4000, help="traces held for the memory run")
+    args = parser.parse_args()
+    print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
+    with tempfile.TemporaryDirectory(prefix="tracefact-bench-") as directory:
+        workdir = Path(directory)
+        baseline(args)
+        forwarding(args, workdir)
+        evaluation(args, workdir)
+        memory(args, workdir)
+
+
+if __name__ == "__main__":
+    main()
