@@ -1,6 +1,6 @@
 """Fixtures of the queue tests: a Redis server per test, started on demand.
 
-The crash and scale-out tests (subprocesses, about a minute) run in `make test-queues`,
+The crash and scale-out tests (subprocesses, a minute or two) run in `make test-queues`,
 which sets TRACEFACT_QUEUE_CRASH_TESTS=1; `make test` runs the contract tests only.
 """
 
@@ -14,7 +14,8 @@ import pytest
 
 from tests.collector.queues.redis_server import RedisServer, require_redis_server
 
-collect_ignore = [] if os.environ.get("TRACEFACT_QUEUE_CRASH_TESTS") == "1" else ["test_crash.py"]
+HEAVY = ["test_crash.py", "test_scale_out.py"]
+collect_ignore = [] if os.environ.get("TRACEFACT_QUEUE_CRASH_TESTS") == "1" else HEAVY
 
 
 @pytest.fixture
