@@ -4,13 +4,17 @@
    `synchronous` full and normal, redis with AOF `appendfsync always` and `everysec`):
    one thread puts pre-built OTLP requests of 512 spans, another takes and acknowledges
    them. Every request is stored before `put` returns, as the receivers need.
-2. Evaluation throughput of `tracefact worker` processes (1, 2 and 4) on one Redis stream
-   with an evaluator that only waits: see `--workers`.
+2. Evaluation throughput of `tracefact worker` processes (1, 2 and 4, the command users
+   run) on one Redis stream, with an evaluator that only waits (`--latency`, 16 at once
+   per worker): what the queue lets workers add, not what this machine's two cores do.
+   The requests (an LLM span, a child and the retriever span grounding it) are stored
+   once every worker is up; the clock stops when the last evaluated span arrived
+   upstream. The window is 0 here: it delays spans, it costs no throughput.
 
 Redis parts need Debian's redis-server (`make redis-server`); without it they are skipped
 with a note.
 
-    python benchmarks/collector_queues.py [--requests 200]
+    python benchmarks/collector_queues.py [--requests 200] [--traces 600] [--latency 0.5]
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.collector.queues import processes
 from tests.collector.queues.redis_server import RedisServer
+from tests.fakes.otlp import otlp_receiver
+from tracefact import semconv
+from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.queue import QueueFull, RequestQueue
 from tracefact.collector.redis_queue import RedisQueue
 from tracefact.collector.sqlite_queue import SqliteQueue
@@ -98,6 +106,7 @@ def spans_per_second(queue: RequestQueue, requests: int) -> float:
 def backends(directory: Path) -> dict[str, Callable[[], RequestQueue]]:
     """Each backend's opener; Redis ones start their own server (the caller stops them)."""
     openers: dict[str, Callable[[], RequestQueue]] = {
+        "memory": lambda: MemoryQueue(10_000),
         "sqlite (synchronous=full)": lambda: SqliteQueue(directory / "full.db"),
         "sqlite (synchronous=normal)": lambda: SqliteQueue(
             directory / "normal.db", synchronous="normal"
@@ -127,9 +136,57 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+def evaluations_per_second(
+    directory: Path, binary: str, workers: int, traces: int, latency: float
+) -> float:
+    """`workers` worker processes on one stream; evaluated LLM spans per second."""
+    server = RedisServer(binary, _mkdir(directory / f"redis-workers-{workers}"), "everysec")
+    server.start()
+    started: list[processes.CollectorProcess] = []
+    try:
+        with otlp_receiver() as upstream:
+            settings = processes.config(
+                upstream.endpoint,
+                latency,
+                queue_size=32,
+                queue="redis",
+                redis={"url": server.url},
+                queue_max_requests=100_000,
+            )
+            settings["evaluation"] |= {"concurrency": 16, "window_seconds": 0}
+            for number in range(workers):
+                path = directory / f"worker-{workers}-{number}.yaml"
+                started.append(processes.start("worker", path, settings))
+            queue = RedisQueue(server.url)
+            requests = [r for t in range(1, traces + 1) for r in processes.trace_requests(t, True)]
+            start = time.perf_counter()
+            for request in requests:
+                queue.put(request)
+            queue.close()
+            upstream.wait_for(processes.SPANS_PER_TRACE * traces, timeout=600)
+            elapsed = time.perf_counter() - start
+            if _evaluated(upstream) < traces:
+                raise RuntimeError("not every LLM span arrived evaluated")
+            return traces / elapsed
+    finally:
+        processes.stop(started)
+        server.stop()
+
+
+def _evaluated(upstream: processes.OTLPReceiver) -> int:
+    return sum(
+        1
+        for statuses in processes.llm_statuses(upstream).values()
+        for status in statuses
+        if status.startswith(semconv.STATUS_OK)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="requests of 512 spans")
+    parser.add_argument("--traces", type=int, default=600, help="LLM spans for the workers")
+    parser.add_argument("--latency", type=float, default=0.5, help="the evaluator's wait (s)")
     args = parser.parse_args()
     print(f"== queue backends: {args.requests} requests of {SPANS_PER_REQUEST} spans")
     with tempfile.TemporaryDirectory() as directory:
@@ -142,6 +199,18 @@ def main() -> None:
         finally:
             for server in SERVERS:
                 server.stop()
+        binary = shutil.which("redis-server")
+        if binary is None:
+            return
+        print(
+            f"== tracefact worker processes on one Redis stream: {args.traces} LLM spans, "
+            f"an evaluator that waits {args.latency:g} s, 16 at once per worker"
+        )
+        for workers in (1, 2, 4):
+            rate = evaluations_per_second(
+                Path(directory), binary, workers, args.traces, args.latency
+            )
+            print(f"{workers} worker(s)  {rate:8,.1f} evaluations/s")
 
 
 if __name__ == "__main__":
