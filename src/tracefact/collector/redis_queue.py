@@ -127,6 +127,8 @@ class RedisQueue:
             raise QueueFull(self._retry_after)
 
     def get(self, max_entries: int, timeout_seconds: float) -> list[Entry]:
+        if max_entries < 1:  # COUNT 0 would mean no limit to Redis
+            return []
         deadline = time.monotonic() + max(0.0, timeout_seconds)
         try:
             self._ensure_group()

@@ -119,6 +119,8 @@ class SqliteQueue:
             self._stored.notify_all()
 
     def get(self, max_entries: int, timeout_seconds: float) -> list[Entry]:
+        if max_entries < 1:  # a negative LIMIT would mean no limit to SQLite
+            return []
         deadline = time.monotonic() + max(0.0, timeout_seconds)
         with self._stored:
             while True:

@@ -9,6 +9,7 @@ from pathlib import Path
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.queue import RequestQueue
 from tracefact.collector.redis_queue import RedisQueue
 from tracefact.collector.sqlite_queue import SqliteQueue
@@ -46,6 +47,18 @@ def names(request: ExportTraceServiceRequest) -> list[str]:
         for scope_spans in resource_spans.scope_spans
         for span in scope_spans.spans
     ]
+
+
+def memory_opener() -> Opener:
+    """The one in-process queue: the first call creates it, later ones return it."""
+    queues: list[MemoryQueue] = []
+
+    def open_queue(max_entries: int = 1000, lease_seconds: float = 30.0) -> RequestQueue:
+        if not queues:
+            queues.append(MemoryQueue(max_entries))
+        return queues[0]
+
+    return open_queue
 
 
 def sqlite_opener(path: Path) -> Opener:

@@ -3,6 +3,10 @@
 A queue holds what the collector promised to forward: `put` at the bound refuses with a
 retry hint, `get` hands each entry to one consumer, `ack` forgets it, and on the durable
 backends an entry whose consumer died comes again with its delivery counted.
+
+`opener` opens the test's one store again: another connection to the SQLite file or the
+Redis stream (another process, as it were), and for `memory` the same queue, the only
+one a process has.
 """
 
 from __future__ import annotations
@@ -14,17 +18,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.collector.queues.backends import Opener, names, redis_opener, request, sqlite_opener
+from tests.collector.queues.backends import (
+    Opener,
+    memory_opener,
+    names,
+    redis_opener,
+    request,
+    sqlite_opener,
+)
 from tests.collector.queues.redis_server import RedisServer
 from tracefact.collector.queue import QueueFull, RequestQueue
 
-DURABLE = ["sqlite", "redis"]
 
-
-@pytest.fixture(params=DURABLE)
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+def _opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     opened: list[RequestQueue] = []
-    if request.param == "sqlite":
+    if request.param == "memory":
+        base = memory_opener()
+    elif request.param == "sqlite":
         base = sqlite_opener(tmp_path / "queue" / "requests.db")
     else:
         server = request.getfixturevalue("redis_server")
@@ -39,6 +49,16 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     yield open_queue
     for queue in opened:
         queue.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    yield from _opener(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    yield from _opener(request, tmp_path)
 
 
 def test_a_request_comes_back_whole_once_and_is_forgotten_when_acknowledged(opener: Opener) -> None:
@@ -64,6 +84,7 @@ def test_get_hands_out_in_order_at_most_max_entries(opener: Opener) -> None:
     queue = opener()
     for number in range(5):
         queue.put(request(number))
+    assert queue.get(0, 0.0) == [] and queue.get(-1, 0.0) == []  # no room: nothing taken
     first = queue.get(3, 1.0)
     rest = queue.get(10, 1.0)
     assert [names(e.request) for e in first + rest] == [[f"span-{n}-0"] for n in range(5)]
@@ -101,14 +122,14 @@ def test_put_at_the_bound_raises_queue_full_with_a_retry_hint_until_an_ack(opene
 
 
 def test_an_entry_of_a_consumer_that_died_comes_again_with_its_delivery_counted(
-    opener: Opener,
+    durable: Opener,
 ) -> None:
-    dead = opener(lease_seconds=0.5)
+    dead = durable(lease_seconds=0.5)
     dead.put(request(1))
     [taken] = dead.get(1, 1.0)
     dead.close()  # stops renewing, as a killed process does, and never acknowledges
 
-    survivor = opener(lease_seconds=0.5)
+    survivor = durable(lease_seconds=0.5)
     again = survivor.get(1, 10.0)
     assert [e.id for e in again] == [taken.id]
     assert again[0].deliveries == 2
@@ -118,8 +139,8 @@ def test_an_entry_of_a_consumer_that_died_comes_again_with_its_delivery_counted(
     assert survivor.depth() == 0
 
 
-def test_an_entry_held_by_a_live_consumer_is_not_handed_out_again(opener: Opener) -> None:
-    holder, other = opener(lease_seconds=0.6), opener(lease_seconds=0.6)
+def test_an_entry_held_by_a_live_consumer_is_not_handed_out_again(durable: Opener) -> None:
+    holder, other = durable(lease_seconds=0.6), durable(lease_seconds=0.6)
     holder.put(request(1))
     [taken] = holder.get(1, 1.0)
     # Three lease times: only the holder's renewals keep the entry from the other consumer.
@@ -129,13 +150,13 @@ def test_an_entry_held_by_a_live_consumer_is_not_handed_out_again(opener: Opener
     assert other.depth() == 0
 
 
-def test_stored_requests_outlive_the_queue_object(opener: Opener) -> None:
-    first = opener()
+def test_stored_requests_outlive_the_queue_object(durable: Opener) -> None:
+    first = durable()
     first.put(request(1))
     first.put(request(2))
     first.close()
 
-    reopened = opener()
+    reopened = durable()
     assert reopened.depth() == 2
     assert [names(e.request) for e in reopened.get(10, 1.0)] == [["span-1-0"], ["span-2-0"]]
 
@@ -172,3 +193,13 @@ def test_concurrent_producers_and_consumers_deliver_every_request_once(opener: O
         thread.join(10)
     assert sorted(seen) == sorted(f"span-{n}-0" for n in range(3 * per_producer))
     assert producers[0].depth() == 0
+
+
+def test_the_memory_queue_never_hands_an_entry_out_twice() -> None:
+    queue = memory_opener()()
+    queue.put(request(1))
+    [taken] = queue.get(1, 1.0)
+    assert queue.get(1, 0.2) == []  # not acknowledged, and still not handed out again
+    assert queue.depth() == 1
+    queue.ack(taken.id)
+    assert queue.durable is False and queue.depth() == 0
