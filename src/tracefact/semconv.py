@@ -273,7 +273,11 @@ METRIC_COLLECTOR_REDELIVERED = "tracefact.collector.spans.redelivered"
 acknowledgement before all of the entry's spans were acknowledged): each may reach the
 upstream twice. Durable queues deliver at least once; this counts the possible duplicates."""
 METRIC_COLLECTOR_EXPIRED = "tracefact.collector.spans.expired"
-"""Counter: LLM spans taken from a durable queue later than `queue_max_age_seconds` after
-they were stored: forwarded unevaluated with status `timeout` (QUEUE_AGE_ERROR)."""
+"""Counter: LLM spans a durable queue held too long or handed out too often, forwarded
+unevaluated, by `reason`: QUEUE_AGE_ERROR (taken later than `queue_max_age_seconds` after
+it was stored; status `timeout`) or QUEUE_DELIVERIES_ERROR (handed out more than
+`queue_max_deliveries` times; status `error`)."""
 QUEUE_AGE_ERROR: Final = "queue_age"
 """`tracefact.eval.error` of an LLM span that waited in the queue past its maximum age."""
+QUEUE_DELIVERIES_ERROR: Final = "queue_deliveries"
+"""`tracefact.eval.error` of an LLM span whose request every consumer died with."""

@@ -234,6 +234,10 @@ class CollectorConfig(_Model):
     queue_max_age_seconds: float = Field(default=600.0, gt=0)
     """Durable queues: an LLM span taken later than this after it was stored goes on
     unevaluated with status `timeout` (a backlog drains instead of growing stale)."""
+    queue_max_deliveries: int = Field(default=5, ge=1)
+    """Durable queues: a request handed out more times than this (its consumers died
+    with it) has its LLM spans go on unevaluated with status `error`, so one request
+    cannot kill worker after worker."""
     sqlite: SqliteQueueConfig | None = None
     """Required with `queue: sqlite`."""
     redis: RedisQueueConfig | None = None

@@ -18,10 +18,13 @@ For each request taken from the `RequestQueue`:
 A request is acknowledged to the queue once all of its spans left upstream (or were
 counted as failed there): that is the bookkeeping durable queues rely on. With a durable
 queue, spans wait there (not in this process) until evaluation has room: the engine
-takes entries only while fewer than `max_in_flight` LLM spans are in the window or the
-pipeline, so several workers share a stream and none drops what another could evaluate.
+takes entries only while fewer than `max_in_flight` LLM spans are in the pipeline and
+the window has room (`window_max_spans`), and due spans stay in the window while the
+pipeline is full, so several workers share a stream and none drops what another could
+evaluate.
 An entry handed out again (its consumer died) counts its spans as possible duplicates;
-LLM spans of an entry older than `max_age_seconds` go on unevaluated, status `timeout`.
+LLM spans of an entry older than `max_age_seconds` go on unevaluated, status `timeout`,
+and those of an entry handed out more than `max_deliveries` times, status `error`.
 
 The SDK forgets a trace's documents when its local root ends; here a root can arrive
 before an LLM span of its trace has left the window, so the engine forgets a trace only
@@ -167,6 +170,7 @@ class Engine:
         *,
         max_in_flight: int | None = None,
         max_age_seconds: float | None = None,
+        max_deliveries: int | None = None,
     ) -> None:
         self.queue = queue
         self.forwarder = forwarder
@@ -178,6 +182,7 @@ class Engine:
         self.metrics = metrics
         self.max_in_flight = max_in_flight
         self.max_age_seconds = max_age_seconds
+        self.max_deliveries = max_deliveries
         self._window: deque[Held] = deque()
         self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
         self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
@@ -228,11 +233,33 @@ class Engine:
         return self._room() <= 0
 
     def _room(self) -> int:
-        """Entries to take now: while evaluation has room, one per free place at most."""
+        """Entries to take now: one per free place in the pipeline and in the window.
+
+        The window is not counted against the pipeline's room: its LLM spans wait for
+        retriever spans in requests still to be taken, which must not be held back.
+        """
         if self.max_in_flight is None:
             return ENTRIES_PER_TAKE
-        in_flight = len(self._window) + self.results.pending
-        return min(ENTRIES_PER_TAKE, self.max_in_flight - in_flight)
+        pipeline = self.max_in_flight - self.results.pending
+        return min(ENTRIES_PER_TAKE, pipeline, self.window_max_spans - len(self._window))
+
+    def _pipeline_full(self) -> bool:
+        return self.max_in_flight is not None and self.results.pending >= self.max_in_flight
+
+    def _expired(self, entry: Entry) -> str | None:
+        """Why an entry's LLM spans go on unevaluated: too old, or handed out too often.
+
+        An entry handed out more than `max_deliveries` times has killed (or been killed
+        with) every consumer that took it: evaluating it again would do so once more.
+        """
+        if self.max_deliveries is not None and entry.deliveries > self.max_deliveries:
+            return semconv.QUEUE_DELIVERIES_ERROR
+        if (
+            self.max_age_seconds is not None
+            and time.time() - entry.stored_at > self.max_age_seconds
+        ):
+            return semconv.QUEUE_AGE_ERROR
+        return None
 
     # --- routing ---------------------------------------------------------------------
     def route(self, entry: Entry) -> None:
@@ -240,10 +267,7 @@ class Engine:
         tracker = Tracker(entry.id, self.queue.ack)
         request = entry.request
         due = time.monotonic() + self.window_seconds
-        expired = (
-            self.max_age_seconds is not None
-            and time.time() - entry.stored_at > self.max_age_seconds
-        )
+        expired = self._expired(entry)
         held: list[Held] = []
         expired_spans = 0
         total = 0
@@ -258,8 +282,8 @@ class Engine:
                     if role == "retriever":
                         self._remember(span)
                         continue
-                    if expired:  # forwarded with the rest, as received plus its status
-                        spans.add_attributes(span, _EXPIRED)
+                    if expired is not None:  # forwarded with the rest, plus its status
+                        spans.add_attributes(span, _EXPIRED[expired])
                         expired_spans += 1
                         continue
                     if resource is None:
@@ -280,7 +304,7 @@ class Engine:
         if entry.deliveries > 1:
             self.metrics.redelivered.add(total)
         if expired_spans:
-            self.metrics.expired.add(expired_spans)
+            self.metrics.expired.add(expired_spans, {"reason": expired})
         self._forward_rest(request, held, total, tracker)
         for item in held:
             self._hold(item)
@@ -361,6 +385,8 @@ class Engine:
 
     def _release(self, now: float) -> None:
         while self._window and self._window[0].due <= now:
+            if self._pipeline_full():  # durable: due spans wait here, not dropped there
+                break
             self._evaluate(self._window.popleft())
         while self._forgets and self._forgets[0][0] <= now:
             _, trace_id = self._forgets.popleft()
@@ -405,10 +431,17 @@ class Engine:
 
 
 _EXPIRED = {
-    semconv.EVAL_STATUS: semconv.STATUS_TIMEOUT,
-    semconv.EVAL_ERROR: semconv.QUEUE_AGE_ERROR,
+    semconv.QUEUE_AGE_ERROR: {
+        semconv.EVAL_STATUS: semconv.STATUS_TIMEOUT,
+        semconv.EVAL_ERROR: semconv.QUEUE_AGE_ERROR,
+    },
+    semconv.QUEUE_DELIVERIES_ERROR: {
+        semconv.EVAL_STATUS: semconv.STATUS_ERROR,
+        semconv.EVAL_ERROR: semconv.QUEUE_DELIVERIES_ERROR,
+    },
 }
-"""What an LLM span that waited in the queue past its maximum age carries instead of results."""
+"""What an LLM span that a durable queue held too long, or handed out too often, carries
+instead of results, by reason."""
 
 
 def _done(tracker: Tracker, spans: int) -> Callable[[], None]:

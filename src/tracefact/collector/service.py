@@ -141,6 +141,7 @@ class Collector:
             # dropped when it is full), and not past their maximum age.
             max_in_flight=evaluation.queue_size if self.queue.durable else None,
             max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
+            max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
         )
         self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
         self.http = (

@@ -29,7 +29,11 @@ WAITING = "tests.collector.queues.waiting:WaitingEvaluator"
 
 
 def config(
-    upstream: str, evaluation_seconds: float, queue_size: int = 1024, **queue: Any
+    upstream: str,
+    evaluation_seconds: float,
+    queue_size: int = 1024,
+    window_seconds: float = 0.5,
+    **queue: Any,
 ) -> dict[str, Any]:
     """HTTP receiver and metrics on free ports, a waiting evaluator, the given queue keys.
 
@@ -41,7 +45,7 @@ def config(
         "forwarding": {"retry_base_seconds": 0.05, "retry_max_seconds": 0.2},
         "evaluation": {
             "evaluators": [{"import": WAITING, "kwargs": {"seconds": evaluation_seconds}}],
-            "window_seconds": 0.5,
+            "window_seconds": window_seconds,
             "timeout_seconds": 120,
             "max_hold_seconds": 120,
             "drain_seconds": 1,

@@ -219,15 +219,13 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     traces = range(1, 4 * TRACES + 1)
     receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
     collectors = [start("collector", tmp_path / f"c{i}.yaml", receive_only) for i in (1, 2)]
-    # Each worker takes at most 4 LLM spans at a time: the rest wait in Redis for either.
-    workers = [
-        start(
-            "worker",
-            tmp_path / f"w{i}.yaml",
-            processes.config(upstream.endpoint, 0.2, queue_size=4, **redis_queue(redis_server)),
-        )
-        for i in (1, 2)
-    ]
+    # Each worker evaluates 4 LLM spans at a time and holds at most 16 in its window: the
+    # rest wait in Redis for either. The senders drift apart: a window of 3 s covers it.
+    settings = processes.config(
+        upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **redis_queue(redis_server)
+    )
+    settings["evaluation"]["window_max_spans"] = 16
+    workers = [start("worker", tmp_path / f"w{i}.yaml", settings) for i in (1, 2)]
     started += collectors + workers
     # Each collector gets every other trace's LLM request and the other's retriever request.
     senders = [
@@ -276,3 +274,25 @@ def test_llm_spans_older_than_the_maximum_age_go_on_unevaluated_as_timeout(
             assert values[semconv.EVAL_ERROR] == semconv.QUEUE_AGE_ERROR
         else:
             assert semconv.EVAL_STATUS not in values  # passed through as received
+
+
+def test_a_request_every_consumer_died_with_goes_on_unevaluated(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[processes.CollectorProcess]
+) -> None:
+    traces = range(1, 3)
+    settings = processes.config(upstream.endpoint, 60, **sqlite_queue(tmp_path))
+    first = start("collector", tmp_path / "a.yaml", {**settings, "queue_max_deliveries": 1})
+    started.append(first)
+    send(first, (r for t in traces for r in trace_requests(t, together=True)))
+    assert upstream.wait_for(2 * len(traces), timeout=20)
+    kill(first)  # the consumer died with the requests: their second delivery is the last
+
+    second = start("collector", tmp_path / "b.yaml", {**settings, "queue_max_deliveries": 1})
+    started.append(second)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
+    assert counter(second, semconv.METRIC_COLLECTOR_EXPIRED) == len(traces)
+    for trace in traces:
+        [llm] = [s for _, s in upstream.spans() if s.span_id == span_id(trace, LLM_SPAN)]
+        values = attributes(llm)
+        assert values[semconv.EVAL_STATUS] == semconv.STATUS_ERROR
+        assert values[semconv.EVAL_ERROR] == semconv.QUEUE_DELIVERIES_ERROR
