@@ -1,9 +1,9 @@
 """The request queue and the document store a configuration names.
 
-`memory` keeps both in the process. `sqlite` stores requests in one file and keeps
-documents in the process (one machine, one consumer at a time). `redis` shares both
-between every collector and `tracefact worker`: the stream of requests, and each trace's
-retrieved documents (`SharedDocumentStore`), so a trace's spans meet on any consumer.
+`memory` keeps both in the process. `sqlite` keeps both in one file (one machine), so
+documents outlive a crash with the requests. `redis` shares both between every collector
+and `tracefact worker`: the stream of requests, and each trace's retrieved documents
+(`SharedDocumentStore`), so a trace's spans meet on any consumer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from tracefact.collector.config import CollectorConfig
 from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.queue import RequestQueue
 from tracefact.collector.redis_queue import RedisQueue
-from tracefact.collector.shared_documents import SharedDocumentStore
+from tracefact.collector.shared_documents import (
+    RedisShelf,
+    SharedDocumentStore,
+    Shelf,
+    SqliteShelf,
+)
 from tracefact.collector.sqlite_queue import SqliteQueue
 from tracefact.conventions import DocumentStore
 
@@ -44,11 +49,15 @@ def open_queue(config: CollectorConfig) -> RequestQueue:
 
 def document_store(config: CollectorConfig) -> DocumentStore:
     bounds = config.evaluation.documents.model_dump()
-    if config.redis is not None and config.queue == "redis":
-        return SharedDocumentStore(
+    ttl = bounds["max_age_seconds"]
+    if config.queue == "redis" and config.redis is not None:
+        shelf: Shelf = RedisShelf(
             config.redis.url,
             key_prefix=config.redis.documents_prefix,
-            ttl_seconds=bounds["max_age_seconds"],
-            **bounds,
+            ttl_seconds=ttl,
+            max_documents=bounds["max_documents"],
         )
+        return SharedDocumentStore(shelf, **bounds)
+    if config.queue == "sqlite" and config.sqlite is not None:
+        return SharedDocumentStore(SqliteShelf(config.sqlite.path, ttl_seconds=ttl), **bounds)
     return DocumentStore(**bounds)

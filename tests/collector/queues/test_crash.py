@@ -76,9 +76,14 @@ def sqlite_queue(tmp_path: Path) -> dict[str, object]:
     return {"queue": "sqlite", "sqlite": {"path": str(tmp_path / "queue.db"), "lease_seconds": 1}}
 
 
+@pytest.mark.parametrize("together", [True, False], ids=["one-request", "two-requests"])
 def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restart(
-    tmp_path: Path, upstream: OTLPReceiver, started: list[processes.CollectorProcess]
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    started: list[processes.CollectorProcess],
+    together: bool,
 ) -> None:
+    """Two requests: the retriever's left before the kill; its documents stayed in the file."""
     traces = range(1, TRACES + 1)
     first = start(
         "collector",
@@ -86,7 +91,7 @@ def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restar
         processes.config(upstream.endpoint, 60, **sqlite_queue(tmp_path)),
     )
     started.append(first)
-    send(first, (r for t in traces for r in trace_requests(t, together=True)))
+    send(first, (r for t in traces for r in trace_requests(t, together=together)))
     # The plain and retriever spans left; the LLM spans are being evaluated (for a minute).
     assert upstream.wait_for(2 * TRACES, timeout=20)
     kill(first)
@@ -99,9 +104,11 @@ def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restar
     started.append(second)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
     redelivered = counter(second, REDELIVERED)
-    assert redelivered == TRACES * SPANS_PER_TRACE  # every entry was waiting on its LLM span
+    # Every request holding an LLM span, and any other forwarded but not yet acknowledged.
+    waiting = SPANS_PER_TRACE if together else 2
+    assert redelivered >= TRACES * waiting
     duplicates = assert_all_arrived_once_or_counted(upstream, traces, redelivered)
-    assert duplicates == 2 * TRACES  # the spans forwarded before the kill, sent again
+    assert duplicates >= TRACES * (waiting - 1)  # the spans that left before the kill, again
     assert_llm_spans_evaluated_with_their_documents(upstream, traces)
 
 
