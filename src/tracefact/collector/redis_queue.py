@@ -110,6 +110,7 @@ class RedisQueue:
         self._poll_ms = max(50, min(int(socket_timeout_seconds * 500), self._claim_ms // 4))
         self._retry_after = retry_after_seconds
         self._claim_cursor = "0-0"
+        self._depth = 0
         self._group_ready = False
         self._outage = threading.Event()  # set while Redis is unreachable: logged once
         self._leases = Leases(self._renew, claim_seconds / 3, name="tracefact-redis-leases")
@@ -164,7 +165,12 @@ class RedisQueue:
             self._unreachable(exc)  # pending still: another consumer takes it over later
 
     def depth(self) -> int:
-        return int(self._redis.xlen(self.stream))
+        """The stream's length; while Redis is unreachable, the last length read."""
+        try:
+            self._depth = int(self._redis.xlen(self.stream))
+        except self._errors as exc:
+            self._unreachable(exc)
+        return self._depth
 
     def close(self) -> None:
         self._leases.close()
