@@ -7,7 +7,7 @@ export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
-	redis-server test-queues
+	prometheus-tools test-prometheus terminal-deps redis-server test-queues
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ $(VENV)/.dev: $(BIN)/python pyproject.toml constraints.txt
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
 
+# The demo writes its spans to a file (OTLP/JSON lines) and ends with the report drawn from it.
+DEMO_OUT := .demo
+
 demo: setup
-	$(BIN)/python examples/rag_demo.py
+	@mkdir -p $(DEMO_OUT) && rm -f $(DEMO_OUT)/spans.jsonl
+	$(BIN)/python examples/rag_demo.py --requests 240 --spans $(DEMO_OUT)/spans.jsonl
+	$(BIN)/tracefact report $(DEMO_OUT)/spans.jsonl --html $(DEMO_OUT)/report.html
 
 lint: setup-dev
 	$(BIN)/ruff check .
@@ -34,6 +39,13 @@ lint: setup-dev
 
 test: lint
 	$(BIN)/pytest -q
+
+# tmux from Debian, for `tracefact monitor`'s test in a real terminal (tests/monitor/
+# test_terminal.py skips without it, except under CI=true). CI runs this before `make test`.
+terminal-deps:
+	@command -v tmux >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		tmux >/dev/null; }
 
 # Real third-party instrumentors (OpenInference, OpenTelemetry GenAI, OpenLLMetry, LangChain)
 # against the fake OpenAI server, in their own virtual environment: they patch the openai SDK.
@@ -81,7 +93,8 @@ test-queues: setup-dev redis-server
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
-# End to end against real backends (Phoenix, MLflow) and a real browser, each installed
+# End to end against real backends (Phoenix, MLflow) and a real browser (which also opens
+# the demo's report with the network cut off and retakes its README picture), each installed
 # in its own virtual environment under .e2e/, never in .venv; chromium comes from apt.
 E2E := .e2e
 E2E_ENVS := $(E2E)/phoenix/.installed $(E2E)/mlflow/.installed $(E2E)/browser/.installed
@@ -95,16 +108,36 @@ $(E2E)/%/.installed: e2e/requirements-%.txt
 # Prints how long a step took: $(call timed,what,command)
 timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
 
+# The monitoring end to end runs the project's Python with the prometheus extra (and PyYAML).
+$(VENV)/.e2e-prometheus: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -e ".[prometheus]" "pyyaml>=6"
+	touch $@
+
 # The collector check runs the OpenInference demo app and the collector from the
 # instrumentors' environment (openai, the OpenInference instrumentor, the collector extra).
-e2e: setup $(INSTRUMENTORS_VENV)/.installed
+e2e: setup $(VENV)/.e2e-prometheus prometheus-tools $(INSTRUMENTORS_VENV)/.installed
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
 	$(BIN)/python -m e2e.mlflow_check
+	$(BIN)/python -m e2e.prometheus_check
 	$(INSTRUMENTORS_VENV)/bin/python -m e2e.collector_check
+	$(call timed,the demo's report in the browser,$(MAKE) --no-print-directory demo >/dev/null && \
+		$(E2E)/browser/bin/python -m e2e.report_browser $(DEMO_OUT)/report.html docs/img/report.png)
+
+# Debian's Prometheus and Alertmanager (promtool and amtool come with them), from apt.
+prometheus-tools:
+	@command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends prometheus prometheus-alertmanager >/dev/null; }
+
+# The recording and alerting rules of collector/prometheus/, unit-tested with promtool.
+test-prometheus: prometheus-tools
+	promtool check config collector/prometheus/prometheus.yml
+	amtool check-config collector/prometheus/alertmanager.yml
+	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
-	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,12 +1,15 @@
 """A small offline RAG app traced with tracefact.
 
-An in-file corpus, a keyword retriever and a fake LLM that usually answers from the
-retrieved passages and sometimes invents a fact. Every request becomes a trace
-(chain → retriever → llm), and tracefact's default offline evaluator judges each
-answer against the retrieved passages. The spans, with the evaluation attached to
-the LLM spans, are printed at the end.
+An in-file corpus, a keyword retriever and two fake LLMs that usually answer from the
+retrieved passages and sometimes invent a fact (the smaller one twice as often in the
+second half of the run). Every request becomes a trace (chain → retriever → llm), and
+tracefact's default offline evaluator judges each answer against the retrieved
+passages. The first traces, with the evaluation attached to the LLM spans, are printed
+at the end; `--spans` also writes every span to a file that `tracefact report` draws.
 
     python examples/rag_demo.py                      # offline, prints the traces
+    python examples/rag_demo.py --requests 240 --spans spans.jsonl   # then:
+    tracefact report spans.jsonl --html report.html
     python examples/rag_demo.py --endpoint http://127.0.0.1:6006   # also send via OTLP
     python examples/rag_demo.py --endpoint http://127.0.0.1:6006 --phoenix http://127.0.0.1:6006
     python examples/rag_demo.py --endpoint http://127.0.0.1:5000 \
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -83,15 +87,21 @@ def search(query: str, k: int = 2) -> list[dict[str, object]]:
 class FakeLLM:
     """Answers from the best passage, or invents a fact with probability `hallucination_rate`."""
 
-    def __init__(self, hallucination_rate: float, seed: int) -> None:
+    def __init__(self, model: str, hallucination_rate: float, seed: int) -> None:
+        self.model = model
         self.hallucination_rate = hallucination_rate
         self.random = random.Random(seed)
+        self.latency = random.Random(seed + 1000)
 
-    @tracefact.llm(name="generate", model="fake-llm-1")
     def generate(self, question: str) -> str:
-        if self.random.random() < self.hallucination_rate:
-            return next(v for k, v in INVENTIONS.items() if k.lower() in question.lower())
-        return max(CORPUS, key=lambda doc: len(words(question) & words(doc)))
+        with tracefact.span("generate", kind="llm", model=self.model) as span:
+            time.sleep(self.latency.uniform(0.005, 0.025))  # a model takes a moment
+            if self.random.random() < self.hallucination_rate:
+                text = next(v for k, v in INVENTIONS.items() if k.lower() in question.lower())
+            else:
+                text = max(CORPUS, key=lambda doc: len(words(question) & words(doc)))
+            span.record(input=question, output=text)
+        return text
 
 
 @tracefact.chain
@@ -100,13 +110,24 @@ def answer_question(llm: FakeLLM, question: str) -> str:
     return llm.generate(question)
 
 
-def print_traces(spans: Sequence[ReadableSpan]) -> None:
-    """Each request as a small tree; LLM spans with the evaluation attached to them."""
+def serve(requests: int, hallucination_rate: float, seed: int) -> None:
+    """`requests` questions, alternating between two models; the small one degrades half way."""
+    large = FakeLLM("fake-llm-1", hallucination_rate, seed)
+    mini = FakeLLM("fake-llm-mini", hallucination_rate, seed + 1)
+    for i in range(requests):
+        if i == requests // 2:
+            mini.hallucination_rate = min(1.0, 2 * hallucination_rate)
+        answer_question(mini if i % 2 else large, QUESTIONS[i % len(QUESTIONS)])
+
+
+def print_traces(spans: Sequence[ReadableSpan], limit: int) -> None:
+    """The first `limit` requests as small trees; LLM spans with their evaluation."""
     by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
     for span in spans:
         if span.context is not None:
             by_trace[span.context.trace_id].append(span)
-    for trace_spans in by_trace.values():
+    traces = sorted(by_trace.values(), key=lambda t: min(s.start_time or 0 for s in t))
+    for trace_spans in traces[:limit]:
         trace_spans.sort(key=lambda s: s.start_time or 0)
         for span in trace_spans:
             attributes = span.attributes or {}
@@ -120,10 +141,13 @@ def print_traces(spans: Sequence[ReadableSpan]) -> None:
                     print(f"{indent}    doc {i}: {content}")
                     i += 1
             elif kind == "LLM":
+                print(f"{indent}    model:    {attributes.get('llm.model_name')}")
                 print(f"{indent}    question: {attributes.get('input.value')}")
                 print(f"{indent}    answer:   {attributes.get('output.value')}")
                 print_evaluation(attributes, indent + "    ")
         print()
+    if len(traces) > limit:
+        print(f"... and {len(traces) - limit} more requests\n")
 
 
 def print_evaluation(attributes: Mapping[str, Any], indent: str) -> None:
@@ -173,12 +197,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mlflow", metavar="URL", help="also log results as MLflow assessments")
     parser.add_argument("--hallucination-rate", type=float, default=0.35)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--requests", type=int, default=len(QUESTIONS), help="questions to answer (default: 8)"
+    )
+    parser.add_argument(
+        "--spans", metavar="PATH", help="also append every span to PATH (OTLP/JSON lines)"
+    )
     args = parser.parse_args(argv)
 
     shown = InMemorySpanExporter()
     exporters: list[str | SpanExporter] = [shown]
     if args.endpoint:
         exporters.append("otlp")
+    if args.spans:
+        exporters.append(f"file:{args.spans}")
     headers = dict(header.split("=", 1) for header in args.header)
     sinks: list[ResultSink] = []
     if args.phoenix:
@@ -193,13 +225,13 @@ def main(argv: list[str] | None = None) -> None:
         headers=headers or None,
         sinks=sinks,
     )
-    llm = FakeLLM(args.hallucination_rate, args.seed)
-    for question in QUESTIONS:
-        answer_question(llm, question)
+    serve(args.requests, args.hallucination_rate, args.seed)
     tracefact.force_flush()
-    print_traces(shown.get_finished_spans())
+    print_traces(shown.get_finished_spans(), limit=len(QUESTIONS))
     print_summary(shown.get_finished_spans())
     tracefact.shutdown()
+    if args.spans:
+        print(f"spans written to {args.spans}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import reset_global_tracer_provider
+from tracefact.cli import main
+from tracefact.monitor.report import build_report
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "rag_demo.py"
 
@@ -30,3 +32,31 @@ def test_demo_prints_each_answer_with_its_evaluation(capsys: pytest.CaptureFixtu
     assert "✗ hallucinated" in out and "✓ factual" in out
     assert "why:" in out
     assert f"summary: {len(demo.QUESTIONS)} answers, {len(demo.QUESTIONS)} evaluated" in out
+
+
+def test_demo_spans_file_is_what_the_report_draws(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make demo`'s path: the demo writes its spans, `tracefact report` draws both models."""
+    spec = importlib.util.spec_from_file_location("rag_demo", DEMO)
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    sys.modules["rag_demo"] = demo
+    reset_global_tracer_provider()
+    spans = tmp_path / "spans.jsonl"
+    try:
+        spec.loader.exec_module(demo)
+        demo.main(["--requests", "24", "--spans", str(spans)])
+    finally:
+        reset_global_tracer_provider()
+        del sys.modules["rag_demo"]
+    assert "... and 16 more requests" in capsys.readouterr().out
+    page = tmp_path / "report.html"
+    assert main(["report", str(spans), "--html", str(page)]) == 0
+    report = build_report(spans)
+    assert report.statuses == {"ok": 24}
+    assert {e.group["model"]: e.totals.judged for e in report.by_group} == {
+        "fake-llm-1": 12,
+        "fake-llm-mini": 12,
+    }
+    assert "model=fake-llm-mini" in page.read_text(encoding="utf-8")

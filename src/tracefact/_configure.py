@@ -27,18 +27,21 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from tracefact._validate import validate_configure
-from tracefact.config import Settings
+from tracefact.config import FILE_EXPORTER, Settings
 from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
+from tracefact.monitor.live import rate_monitor
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
+from tracefact.prometheus import PrometheusMetrics
 from tracefact.sampling import Always, Ratio, Sampler
 from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
+from tracefact.spans_file import SpanFileExporter
 
 logger = logging.getLogger("tracefact")
 
@@ -59,6 +62,8 @@ class _Installation:
     def __init__(self, provider: TracerProvider, switch: _SwitchProcessor) -> None:
         self.provider = provider
         self.switch = switch
+        self.endpoint: PrometheusMetrics | None = None
+        """The Prometheus endpoint `prometheus_port` asked for, if any."""
 
 
 _lock = threading.Lock()  # configure/shutdown may be called from several threads
@@ -67,7 +72,7 @@ _atexit_registered = False
 
 ExporterSpec = str | SpanExporter
 
-_NOT_SETTINGS = frozenset({"exporter", "evaluators"})
+_NOT_SETTINGS = frozenset({"exporter", "evaluators", "monitor_group_by"})
 """`configure` arguments whose objects differ from their `Settings` spelling (names)."""
 
 
@@ -97,16 +102,22 @@ def configure(
     sinks: Sequence[ResultSink] = (),
     span_mapping: SpanMapping | None = None,
     contexts_from_prompt: bool = False,
+    monitor_group_by: Sequence[str] | str | None = None,
+    monitor_max_groups: int | None = None,
+    monitor_window_seconds: float | None = None,
+    prometheus_port: int | None = None,
+    prometheus_host: str | None = None,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> TracerProvider:
     """Set tracefact up; arguments left out come from `TRACEFACT_*` variables, then defaults.
 
     exporter: "otlp" (OTLP/HTTP protobuf, honouring OTEL_EXPORTER_OTLP_*), "console",
-    "none", any SpanExporter, or a list of these. With an SDK tracer provider already
-    set globally (or one passed as `tracer_provider`, which becomes the global one if
-    none is set), tracefact adds its processor to it instead of creating one. Safe to
-    call again: the new settings replace the old ones.
+    "none", "file:PATH" (OTLP/JSON lines appended to PATH, what `tracefact report` and
+    `tracefact monitor` read), any SpanExporter, or a list of these. With an SDK tracer
+    provider already set globally (or one passed as `tracer_provider`, which becomes the
+    global one if none is set), tracefact adds its processor to it instead of creating
+    one. Safe to call again: the new settings replace the old ones.
 
     evaluators: what judges sampled LLM spans; default the offline evaluator, ``[]``
     to only trace. sampler: which spans are judged; default ``Ratio(sample_rate)``.
@@ -124,6 +135,13 @@ def configure(
     ``{"contexts": "app.request#documents.*.text"}`` (see `tracefact.conventions.mapping`).
     contexts_from_prompt: when nothing else grounds an LLM span, judge it against its
     prompt's system and other non-question messages (off: instructions are not evidence).
+    monitor_group_by / monitor_max_groups / monitor_window_seconds: the live hallucination
+    rate (`tracefact.monitor`) is kept per evaluator and per group of these attributes
+    (model, service, route, prompt_version or any attribute name; default service and
+    model), for at most that many groups, over that sliding window.
+    prometheus_port: serve tracefact's metrics (the rate's counters and gauges, the
+    pipeline's) for Prometheus at ``http://prometheus_host:port/metrics`` (host default
+    127.0.0.1; needs the ``prometheus`` extra); not with `meter_provider`.
     The other options build the pipeline's `PipelineOptions`. A wrong argument raises
     TypeError or ValueError naming it.
     """
@@ -139,7 +157,20 @@ def configure(
     }
     if exporters is not None:
         explicit["exporter"] = ",".join(named) if named else "none"
+    if monitor_group_by is not None:
+        explicit["monitor_group_by"] = (
+            monitor_group_by if isinstance(monitor_group_by, str) else ",".join(monitor_group_by)
+        )
     settings = Settings(**explicit)
+    if settings.prometheus_port is not None and meter_provider is not None:
+        raise ValueError(
+            "configure(prometheus_port=...) serves metrics of its own meter provider: "
+            "leave meter_provider out, or serve that provider's metrics yourself"
+        )
+    scraped = None
+    if settings.prometheus_port is not None:
+        scraped = PrometheusMetrics(resource=_resource(settings))
+        meter_provider = scraped.meter_provider
     set_scrubbing(scrubbing)
     read_options = ReadOptions(
         mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
@@ -157,12 +188,20 @@ def configure(
     if evaluators is None:
         evaluators = _evaluators_from(settings)
     if evaluators:
+        monitor = rate_monitor(
+            [e.name for e in evaluators],
+            meter_provider,
+            group_by=settings.group_by(),
+            max_groups=settings.monitor_max_groups,
+            window_seconds=settings.monitor_window_seconds,
+        )
         processor = EvaluationProcessor(
             processor,
             evaluators,
             settings.pipeline_options(),
             sampler=sampler or _default_sampler(settings),
             sinks=sinks,
+            observers=[monitor],
             meter_provider=meter_provider,
             reader=SpanReader(read_options),
         )
@@ -179,11 +218,25 @@ def configure(
             switch = _SwitchProcessor(processor)
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
+        old_endpoint, _installation.endpoint = _installation.endpoint, scraped
         if not _atexit_registered:
             _register_exit_hook(shutdown)
             _atexit_registered = True
     old.shutdown()  # outside the lock: draining may take a while
+    if old_endpoint is not None:
+        old_endpoint.shutdown()  # frees its port before a new endpoint takes it
+    if scraped is not None:
+        _serve(scraped, settings)
     return provider
+
+
+def _serve(endpoint: PrometheusMetrics, settings: Settings) -> None:
+    host, port = settings.prometheus_host, settings.prometheus_port or 0
+    try:
+        port = endpoint.serve(host, port)
+    except OSError as exc:
+        raise ValueError(f"configure(prometheus_port={port}): cannot serve there: {exc}") from exc
+    logger.info("tracefact: Prometheus metrics on http://%s:%d/metrics", host, port)
 
 
 def _register_exit_hook(hook: Callable[[], object]) -> None:
@@ -224,6 +277,9 @@ def shutdown() -> None:
     installation = _installation
     if installation is not None:
         installation.switch.replace(_NoopProcessor()).shutdown()
+        endpoint, installation.endpoint = installation.endpoint, None
+        if endpoint is not None:
+            endpoint.shutdown()
 
 
 def _global_sdk_provider() -> TracerProvider | None:
@@ -232,10 +288,14 @@ def _global_sdk_provider() -> TracerProvider | None:
 
 
 def _new_provider(settings: Settings) -> TracerProvider:
+    return TracerProvider(resource=_resource(settings))
+
+
+def _resource(settings: Settings) -> Resource:
     attributes: dict[str, Any] = dict(settings.resource_attributes)
     if settings.service_name:
         attributes[SERVICE_NAME] = settings.service_name
-    return TracerProvider(resource=Resource.create(attributes))
+    return Resource.create(attributes)
 
 
 def _export_processor(
@@ -264,6 +324,8 @@ def _export_processor(
                 timeout=settings.export_timeout_seconds,
             )
             processors.append(batched(otlp))
+        elif name.startswith(FILE_EXPORTER):
+            processors.append(batched(SpanFileExporter(name[len(FILE_EXPORTER) :].strip())))
     if not processors:
         return _NoopProcessor()
     if len(processors) == 1:

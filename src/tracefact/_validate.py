@@ -15,7 +15,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from tracefact.config import EXPORTER_NAMES
+from tracefact.config import EXPORTER_NAMES, exporter_name_error
 from tracefact.sampling import Sampler
 from tracefact.scrubbing import ScrubbingOptions
 from tracefact.sinks.base import ResultSink
@@ -69,6 +69,19 @@ def _seconds(name: str, value: Any) -> None:
         raise ValueError(f"configure({name}=...) must be positive, not {value}")
 
 
+def _names(name: str, value: Any) -> None:
+    if isinstance(value, str):
+        return  # comma-separated, as TRACEFACT_MONITOR_GROUP_BY
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) and n for n in value):
+        raise _type_error(name, "a list of attribute names", value)
+
+
+def _port(name: str, value: Any) -> None:
+    _count(0)(name, value)
+    if value > 65535:
+        raise ValueError(f"configure({name}=...) must be a port number, not {value}")
+
+
 def _callable(name: str, value: Any) -> None:
     if not callable(value):
         raise _type_error(name, "a callable taking and returning str", value)
@@ -81,10 +94,9 @@ def _exporter(name: str, value: Any) -> None:
     for item in items:
         if isinstance(item, str):
             for part in item.split(","):
-                if part.strip() not in EXPORTER_NAMES:
-                    raise ValueError(
-                        f"configure({name}=...) names {part.strip()!r}; known: {EXPORTER_NAMES}"
-                    )
+                error = exporter_name_error(part.strip())
+                if error is not None:
+                    raise ValueError(f"configure({name}=...): {error}")
         elif not isinstance(item, SpanExporter):
             raise _type_error(name, "a name or a SpanExporter", item)
 
@@ -165,4 +177,9 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "scrubbing": _scrubbing,
     "tracer_provider": _instance(TracerProvider, "an SDK TracerProvider"),
     "meter_provider": _instance(MeterProvider, "a MeterProvider"),
+    "monitor_group_by": _names,
+    "monitor_max_groups": _count(1),
+    "monitor_window_seconds": _seconds,
+    "prometheus_port": _port,
+    "prometheus_host": _string,
 }

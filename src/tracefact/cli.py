@@ -1,4 +1,8 @@
-"""The `tracefact` command. ``tracefact eval`` runs an evaluator over a JSONL file of cases.
+"""The `tracefact` command.
+
+``tracefact eval`` runs an evaluator over a JSONL file of cases; ``tracefact collector``
+runs the OTLP collector; ``tracefact report`` draws a spans file as one HTML page;
+``tracefact monitor`` shows the live rate in the terminal.
 
 Each subcommand is a function taking the parsed arguments and returning an exit code,
 registered in `build_parser`; adding one does not touch the others.
@@ -18,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from tracefact._imports import stop_litellm_worker
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
@@ -40,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(commands)
     _add_collector(commands)
     _add_worker(commands)
+    _add_report(commands)
+    _add_monitor(commands)
     return parser
 
 
@@ -145,6 +152,145 @@ def _add_eval(commands: Any) -> None:
         help="start --out over when it was written by another evaluator (its lines are lost)",
     )
     command.set_defaults(handler=_eval_command)
+
+
+# --- tracefact report --------------------------------------------------------------------
+
+
+def _add_report(commands: Any) -> None:
+    command = commands.add_parser(
+        "report",
+        help="draw a spans file as one self-contained HTML page",
+        description="Read a spans file (OTLP/JSON, one export request per line, as "
+        'configure(exporter="file:PATH") writes it) and write one HTML page that needs no '
+        "network: the weighted hallucination rate over time with its 95%% band by group, the "
+        "score distribution, the worst cases with their explanations, evaluator cost and "
+        "latency, and coverage (spans by status). Lines that are not export requests are "
+        "counted and listed, not fatal.",
+    )
+    command.add_argument("file", type=Path, help="the spans file")
+    command.add_argument("--html", type=Path, required=True, help="the page to write")
+    command.add_argument(
+        "--group-by",
+        action="append",
+        metavar="NAME",
+        help="model, service, route, prompt_version or an attribute name; repeatable "
+        "(default: model)",
+    )
+    command.add_argument(
+        "--window",
+        type=_positive_float,
+        help="seconds of the sliding window of the rate over time (default: a fifth of the run)",
+    )
+    command.add_argument(
+        "--worst", type=_non_negative_int, default=10, help="worst cases shown (default: 10)"
+    )
+    command.set_defaults(handler=_report_command)
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    from tracefact.monitor.html import render
+    from tracefact.monitor.report import build_report
+
+    group_by = args.group_by or ["model"]
+    try:
+        report = build_report(args.file, group_by, args.window, args.worst)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"tracefact report: {_reason(exc)}", file=sys.stderr)
+        return 2
+    for bad in report.bad_lines[:5]:
+        print(f"tracefact report: {args.file}:{bad.number}: {bad.reason}", file=sys.stderr)
+    if report.bad_count:
+        print(
+            f"tracefact report: {report.bad_count} of {report.lines} lines were not OTLP/JSON "
+            "export requests and were left out",
+            file=sys.stderr,
+        )
+    if not report.spans:
+        print(f"tracefact report: no spans in {args.file}; nothing written", file=sys.stderr)
+        return 2
+    try:
+        args.html.write_text(render(report), encoding="utf-8")
+    except OSError as exc:
+        print(f"tracefact report: {_reason(exc)}", file=sys.stderr)
+        return 2
+    llm = sum(report.statuses.values())
+    judged = report.statuses.get("ok", 0)
+    print(f"report: {args.html.resolve()} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
+    return 0
+
+
+def _reason(exc: Exception) -> str:
+    """An OSError as 'no such file: PATH' rather than its errno tuple."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    return str(exc)
+
+
+# --- tracefact monitor -------------------------------------------------------------------
+
+
+def _add_monitor(commands: Any) -> None:
+    command = commands.add_parser(
+        "monitor",
+        help="watch the live hallucination rate in the terminal",
+        description="A live view of the weighted hallucination rate and its 95%% interval per "
+        "evaluator and group, throughput, queue depth and drops, from a Prometheus endpoint "
+        "(an SDK with prometheus_port, or the collector) or from a spans file as it grows. "
+        "q or Ctrl-C quits. Needs the monitor extra.",
+    )
+    source = command.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--prometheus", metavar="URL", help="a /metrics endpoint, e.g. http://127.0.0.1:9464"
+    )
+    source.add_argument("--spans", type=Path, metavar="FILE", help="a spans file to follow")
+    command.add_argument(
+        "--interval", type=_positive_float, default=2.0, help="seconds between refreshes (2)"
+    )
+    command.add_argument(
+        "--group-by",
+        action="append",
+        metavar="NAME",
+        help="with --spans: model, service, route, prompt_version or an attribute name; "
+        "repeatable (default: model)",
+    )
+    command.add_argument(
+        "--window",
+        type=_positive_float,
+        default=300.0,
+        help="with --spans: seconds of the sliding window (default: 300)",
+    )
+    command.add_argument("--once", action="store_true", help="print one view and exit")
+    command.set_defaults(handler=_monitor_command)
+
+
+def _monitor_command(args: argparse.Namespace) -> int:
+    from tracefact.monitor import sources, terminal
+
+    source: sources.Source
+    if args.prometheus:
+        source = sources.PrometheusSource(_metrics_url(args.prometheus))
+    else:
+        group_by = tuple(args.group_by or ["model"])
+        try:
+            source = sources.SpansFileSource(args.spans, group_by, args.window)
+        except (ValueError, TypeError) as exc:
+            print(f"tracefact monitor: {exc}", file=sys.stderr)
+            return 2
+    try:
+        if args.once:
+            return terminal.print_once(source, args.interval)
+        return terminal.run(source, args.interval)
+    except ImportError as exc:
+        print(f"tracefact monitor: {exc}", file=sys.stderr)
+        return 2
+
+
+def _metrics_url(url: str) -> str:
+    """``http://host:9464`` means its ``/metrics``."""
+    if urlsplit(url).path.rstrip("/") == "":
+        return url.rstrip("/") + "/metrics"
+    return url
 
 
 def _positive_int(text: str) -> int:

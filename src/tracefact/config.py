@@ -7,7 +7,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracefact.pipeline.options import PipelineOptions
 
-EXPORTER_NAMES = ("otlp", "console", "none")
+EXPORTER_NAMES = ("otlp", "console", "none", "file:PATH")
+FILE_EXPORTER = "file:"
+"""``file:spans.jsonl``: append OTLP/JSON lines to that file (`tracefact.spans_file`)."""
+
+
+def exporter_name_error(name: str) -> str | None:
+    """Why `name` is not an exporter's name, or None when it is one."""
+    if name.startswith(FILE_EXPORTER):
+        return None if name[len(FILE_EXPORTER) :].strip() else "file: needs a path (file:PATH)"
+    if name in EXPORTER_NAMES:
+        return None
+    return f"{name!r} is not among {EXPORTER_NAMES}"
 
 
 class Settings(BaseSettings, PipelineOptions):
@@ -25,7 +36,8 @@ class Settings(BaseSettings, PipelineOptions):
     )
     exporter: str = Field(
         default="otlp",
-        description="comma-separated: otlp, console, none; configure() also takes SpanExporters",
+        description="comma-separated: otlp, console, none, file:PATH (OTLP/JSON lines); "
+        "configure() also takes SpanExporters",
     )
     endpoint: str | None = Field(
         default=None,
@@ -61,13 +73,35 @@ class Settings(BaseSettings, PipelineOptions):
         default=1.0, ge=0.0, le=1.0, description="share of traces evaluated (by trace id)"
     )
 
+    # --- monitoring ---------------------------------------------------------------------
+    monitor_group_by: str = Field(
+        default="service,model",
+        description="comma-separated: the live rate's groups (model, service, route, "
+        "prompt_version or attribute names); empty for one group",
+    )
+    monitor_max_groups: int = Field(
+        default=50, ge=1, description="groups kept apart per evaluator; the rest pool"
+    )
+    monitor_window_seconds: float = Field(
+        default=300.0, gt=0, description="the sliding window of the live rate's gauges"
+    )
+    prometheus_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics on this port (0: any free)"
+    )
+    prometheus_host: str = Field(default="127.0.0.1", description="the /metrics address")
+
     @field_validator("exporter")
     @classmethod
     def _known_exporters(cls, value: str) -> str:
         for name in value.split(","):
-            if name.strip() not in EXPORTER_NAMES:
-                raise ValueError(f"exporter must be among {EXPORTER_NAMES}, not {name!r}")
+            error = exporter_name_error(name.strip())
+            if error is not None:
+                raise ValueError(f"exporter: {error}")
         return value
+
+    def group_by(self) -> tuple[str, ...]:
+        """`monitor_group_by` as names."""
+        return tuple(n.strip() for n in self.monitor_group_by.split(",") if n.strip())
 
     def pipeline_options(self) -> PipelineOptions:
         """The evaluation pipeline's share of these settings."""

@@ -14,6 +14,8 @@ from openinference.semconv.trace import (
     SpanAttributes,
 )
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes.http_attributes import HTTP_ROUTE
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
 # --- OpenInference -------------------------------------------------------------
 OPENINFERENCE_SPAN_KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
@@ -281,3 +283,46 @@ QUEUE_AGE_ERROR: Final = "queue_age"
 """`tracefact.eval.error` of an LLM span that waited in the queue past its maximum age."""
 QUEUE_DELIVERIES_ERROR: Final = "queue_deliveries"
 """`tracefact.eval.error` of an LLM span whose request every consumer died with."""
+# --- tracefact monitoring (the sampled-rate estimator) ----------------------------
+# Counters that add up across processes: per `evaluator` and group (see GROUP_ALIASES),
+# with w = 1 / tracefact.eval.sample_rate and y = 1 for a hallucinated verdict.
+METRIC_MONITOR_WEIGHT = "tracefact.monitor.weight"
+"""Counter: Σw over judged spans, the traffic they stand for."""
+METRIC_MONITOR_HALLUCINATED_WEIGHT = "tracefact.monitor.hallucinated_weight"
+"""Counter: Σw·y; the rate is Σw·y / Σw."""
+METRIC_MONITOR_WEIGHT_SQUARED = "tracefact.monitor.weight_squared"
+"""Counter: Σw²; Kish's effective sample size is (Σw)² / Σw²."""
+METRIC_MONITOR_HALLUCINATED_WEIGHT_SQUARED = "tracefact.monitor.hallucinated_weight_squared"
+"""Counter: Σw²·y; with Σw² it gives the estimate's variance, hence its interval."""
+METRIC_MONITOR_SPANS = "tracefact.monitor.spans"
+"""Counter: sampled spans by `status`: `ok` (judged) or why not (dropped, timeout...)."""
+METRIC_MONITOR_RATE = "tracefact.monitor.rate"
+"""Gauge (one process): the windowed hallucination rate."""
+METRIC_MONITOR_RATE_LOWER = "tracefact.monitor.rate.lower"
+"""Gauge (one process): the 95% interval's lower bound."""
+METRIC_MONITOR_RATE_UPPER = "tracefact.monitor.rate.upper"
+"""Gauge (one process): the 95% interval's upper bound."""
+METRIC_MONITOR_N_EFF = "tracefact.monitor.n_eff"
+"""Gauge (one process): Kish's effective sample size in the window."""
+METRIC_MONITOR_COVERAGE = "tracefact.monitor.coverage"
+"""Gauge (one process): judged / sampled spans in the window."""
+MONITOR_EVALUATOR: Final = "evaluator"
+"""The metric attribute naming the evaluator."""
+MONITOR_STATUS: Final = "status"
+"""The metric attribute of `tracefact.monitor.spans`."""
+UNJUDGED_STATUSES = (STATUS_DROPPED, STATUS_TIMEOUT, STATUS_ERROR, STATUS_SHUTDOWN)
+"""Sampled but not judged: left out of the rate, counted against its coverage."""
+EVALUATOR_UNKNOWN: Final = "(unknown)"
+"""The evaluator of a span that failed as a whole before any evaluator was known."""
+GROUP_OTHER: Final = "(other)"
+"""The group value of every group past the monitor's `max_groups`."""
+GROUP_MISSING: Final = "(none)"
+"""The group value of a span without the grouping attribute."""
+GROUP_ALIASES: Final = {
+    "model": (LLM_MODEL_NAME, GEN_AI_REQUEST_MODEL, gen_ai.GEN_AI_RESPONSE_MODEL),
+    "service": (SERVICE_NAME,),
+    "route": (HTTP_ROUTE,),
+    "prompt_version": (SpanAttributes.LLM_PROMPT_TEMPLATE_VERSION,),
+}
+"""Group-by names and the span (then resource) attributes they read, first found wins;
+any other group-by name is read as an attribute of that name."""

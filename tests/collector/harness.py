@@ -9,6 +9,7 @@ real instrumentors.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -96,13 +97,21 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def start(config_path: Path, env: dict[str, str] | None = None) -> CollectorProcess:
+    """The command, with the repository on its path (for `tests.collector.evaluators`)."""
+    environment = {**os.environ, **(env or {})}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), environment.get("PYTHONPATH", "")) if p
+    )
     process = subprocess.Popen(
         [str(TRACEFACT), "collector", "--config", str(config_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=environment,
     )
     return CollectorProcess(process)
 

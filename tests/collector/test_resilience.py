@@ -195,3 +195,83 @@ def test_sigterm_drains_held_spans_and_evaluations_then_exits_0(tmp_path: Path) 
         assert len(statuses) == 6 and None not in statuses
         events = [collector.events(e) for e in ("draining", "stopped")]
         assert all(events), collector.lines[-5:]
+
+
+def test_sigterm_with_the_upstream_down_counts_what_it_could_not_send(tmp_path: Path) -> None:
+    config = base_config(f"http://127.0.0.1:{free_port()}")
+    config["shutdown_seconds"] = 4
+    collector = start(write_config(tmp_path / "c.yaml", config))
+    collector.wait_listening()
+    response = httpx.post(
+        f"{collector.http}/v1/traces",
+        content=request_bytes("langchain-retriever-plain", 0x5000),
+        headers=PROTOBUF,
+    )
+    assert response.status_code == 200
+    started = time.monotonic()
+    assert collector.terminate(timeout=30) == 0
+    assert time.monotonic() - started < config["shutdown_seconds"] + 2
+    failed = collector.events("upstream_failed")
+    assert sum(f["spans"] for f in failed) == 3
+    assert {f["reason"] for f in failed} == {"shutdown"}
+
+
+def test_a_full_evaluation_queue_drops_evaluations_not_requests(tmp_path: Path) -> None:
+    """queue_size 1 and an evaluator that takes a second: the rest go on as `dropped`."""
+    with otlp_receiver() as upstream:
+        config = base_config(
+            upstream.endpoint,
+            evaluators=[{"import": "tests.collector.evaluators:slow", "kwargs": {"seconds": 1}}],
+            queue_size=1,
+            window_seconds=0,
+        )
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            for index in range(6):
+                response = httpx.post(
+                    f"{collector.http}/v1/traces",
+                    content=request_bytes("langchain-retriever-plain", 0x6000 + index),
+                    headers=PROTOBUF,
+                )
+                assert response.status_code == 200
+            assert upstream.wait_for(18, 20)
+        statuses = sorted(
+            attributes(s)[semconv.EVAL_STATUS]
+            for _, s in upstream.spans()
+            if s.name == "ChatOpenAI"
+        )
+        assert len(statuses) == 6
+        assert "ok" in statuses and statuses.count("dropped") >= 3, statuses
+        assert set(statuses) <= {"ok", "dropped"}
+
+
+def test_attach_span_forwards_at_once_and_sends_a_linked_carrier(tmp_path: Path) -> None:
+    with otlp_receiver() as upstream:
+        config = base_config(upstream.endpoint, attach="span", window_seconds=0)
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            response = httpx.post(
+                f"{collector.http}/v1/traces",
+                content=request_bytes("langchain-retriever-plain", 0x7000),
+                headers=PROTOBUF,
+            )
+            assert response.status_code == 200
+            assert upstream.wait_for(4)
+    sent = {
+        s.span_id: s
+        for s in encode_spans(fixture_spans("langchain-retriever-plain", 0x7000))
+        .resource_spans[0]
+        .scope_spans[0]
+        .spans
+    }
+    received = [s for _, s in upstream.spans()]
+    carriers = [s for s in received if s.span_id not in sent]
+    assert len(received) == 4 and len(carriers) == 1
+    for span in received:
+        if span.span_id in sent:
+            assert span.SerializeToString() == sent[span.span_id].SerializeToString()
+    [carrier] = carriers
+    values = attributes(carrier)
+    [llm] = [s for s in sent.values() if s.name == "ChatOpenAI"]
+    assert values["openinference.span.kind"] == "EVALUATOR"
+    assert values[semconv.EVAL_STATUS] == "ok"
+    assert carrier.parent_span_id == llm.span_id
+    assert [link.span_id for link in carrier.links] == [llm.span_id]

@@ -6,7 +6,7 @@ real instrumentors hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +27,24 @@ class OtlpSpan:
 
 def spans_from_otlp_json(document: Mapping[str, Any]) -> list[OtlpSpan]:
     """Every span of the request, in the order they ended."""
-    spans = []
+    spans = [span for _, span in resource_spans_from_otlp_json(document)]
+    return sorted(spans, key=lambda s: s.end_time)
+
+
+def resource_spans_from_otlp_json(
+    document: Mapping[str, Any],
+) -> Iterator[tuple[dict[str, Any], OtlpSpan]]:
+    """Each span of the request with its resource's attributes, in the request's order.
+
+    A malformed request raises KeyError, ValueError, TypeError or AttributeError.
+    """
     for resource_spans in document.get("resourceSpans", []):
+        resource = attributes(resource_spans.get("resource", {}).get("attributes", []))
         for scope_spans in resource_spans.get("scopeSpans", []):
             for span in scope_spans.get("spans", []):
                 parent = span.get("parentSpanId")
-                spans.append(
+                yield (
+                    resource,
                     OtlpSpan(
                         name=span.get("name", ""),
                         trace_id=int(span["traceId"], 16),
@@ -45,9 +57,8 @@ def spans_from_otlp_json(document: Mapping[str, Any]) -> list[OtlpSpan]:
                             (e.get("name", ""), attributes(e.get("attributes", [])))
                             for e in span.get("events", [])
                         ],
-                    )
+                    ),
                 )
-    return sorted(spans, key=lambda s: s.end_time)
 
 
 def attributes(key_values: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -43,8 +43,9 @@ class Admission:
         # One attribute write per span: each costs the SDK a locked validation pass.
         if not decision.sampled:
             span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif not self.slots.reserve(span.context.span_id, decision):
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_DROPPED)
+        elif not self.slots.reserve(span.context.span_id, decision):  # the rate weighs it
+            dropped = {semconv.EVAL_STATUS: semconv.STATUS_DROPPED}
+            span.set_attributes({**dropped, semconv.EVAL_SAMPLE_RATE: decision.rate})
         else:
             span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
 

@@ -56,11 +56,17 @@ class Delivery:
         except Exception:
             logger.exception("tracefact: downstream processor failed")
 
-    def export(self, span: ReadableSpan, status: str) -> None:
-        """Send an LLM span downstream, counted under its final status."""
+    def export(self, span: ReadableSpan, status: str, *, final: bool = True) -> None:
+        """Send an LLM span downstream, counted under its final status.
+
+        Observers see a sampled span here when this is its `final` outcome; a span
+        released before its results (`timeout`) is shown to them when those arrive.
+        """
         reason = (span.attributes or {}).get(semconv.EVAL_SKIP_REASON)
         self.metrics.span_finished(status, reason if isinstance(reason, str) else None)
         self.forward(span)
+        if final and status != semconv.STATUS_SAMPLED_OUT:
+            self.fanout.observe(span)
 
     def export_copy(
         self,
@@ -68,10 +74,12 @@ class Delivery:
         status: semconv.EvalStatus,
         rate: float,
         extra: Mapping[str, Any] | None = None,
+        *,
+        final: bool = True,
     ) -> None:
         """Export a copy of an ended span with its status and sample rate added."""
         attributes = {semconv.EVAL_STATUS: status, semconv.EVAL_SAMPLE_RATE: rate, **(extra or {})}
-        self.export(copy_with(span, attributes), status)
+        self.export(copy_with(span, attributes), status, final=final)
 
     def release_held(self, job: Job) -> None:
         """The hold limit passed: export the span with status `timeout`, unless it is gone."""
@@ -80,7 +88,11 @@ class Delivery:
                 return
             job.exported = True
         self.export_copy(
-            job.span, semconv.STATUS_TIMEOUT, job.sample_rate, {semconv.EVAL_ERROR: HELD_TOO_LONG}
+            job.span,
+            semconv.STATUS_TIMEOUT,
+            job.sample_rate,
+            {semconv.EVAL_ERROR: HELD_TOO_LONG},
+            final=False,  # the observers see it with its results, from `finish`
         )
 
     def finish(
@@ -108,9 +120,11 @@ class Delivery:
                 now = time.time_ns()
                 carrier = carrier_span(job.span, attributes, events, started or now, now)
                 if self.attach == "span":
-                    self.export(carrier, status)  # the carrier holds the span's status
+                    self.export(carrier, status, final=False)  # it holds the span's status
                 else:
                     self.forward(carrier)  # the span was counted as timeout
+                if self.fanout.observers:  # the evaluated span's own attributes, judged
+                    self.fanout.observe(copy_with(job.span, attributes))
             self.fanout.publish(job.span, results)
         finally:
             self.slots.close(job)

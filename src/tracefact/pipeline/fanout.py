@@ -1,13 +1,15 @@
-"""Result fan-out: every evaluation result also goes to the result sinks.
+"""Result fan-out: results to the result sinks, final outcomes to the span observers.
 
-Sinks deliver on their own threads; a failing sink is logged and never holds up a
-span or costs the pipeline its worker.
+Every evaluation result goes to the sinks, every sampled span's final outcome to the
+observers (the live rate monitor). Sinks deliver on their own threads; a failing
+sink or observer is logged and never holds up a span or costs the pipeline its worker.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -17,11 +19,36 @@ from tracefact.sinks.base import EvaluatedSpan, ResultSink
 logger = logging.getLogger("tracefact")
 
 
-class FanOut:
-    """Hands results to each sink; flushes and shuts them down with the pipeline."""
+@runtime_checkable
+class SpanObserver(Protocol):
+    """Sees each sampled LLM span once, as it leaves the pipeline with its final status.
 
-    def __init__(self, sinks: Sequence[ResultSink]) -> None:
+    The span carries its `tracefact.eval.status`, `tracefact.eval.sample_rate` and, once
+    judged, every evaluator's status and verdict; when the results travel on a carrier
+    span, the observer still gets the evaluated span with them. Called on application
+    threads and the evaluation loop: it must be quick, and never raise.
+    """
+
+    def observe(self, span: ReadableSpan) -> None: ...
+
+
+class FanOut:
+    """Hands results to each sink and spans to each observer.
+
+    Flushes and shuts the sinks down with the pipeline.
+    """
+
+    def __init__(self, sinks: Sequence[ResultSink], observers: Sequence[SpanObserver] = ()) -> None:
         self.sinks = tuple(sinks)
+        self.observers = tuple(observers)
+
+    def observe(self, span: ReadableSpan) -> None:
+        """Show a sampled span's final outcome to every observer."""
+        for observer in self.observers:
+            try:
+                observer.observe(span)
+            except Exception:  # a monitor's bug must not cost the span its export
+                logger.exception("tracefact: span observer %r failed", observer)
 
     def publish(self, span: ReadableSpan, results: Sequence[EvalResult]) -> None:
         """Submit each result of `span` to every sink."""

@@ -33,7 +33,7 @@ from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Delivery
 from tracefact.pipeline.enrich import copy_with
 from tracefact.pipeline.evaluation import Evaluation
-from tracefact.pipeline.fanout import FanOut
+from tracefact.pipeline.fanout import FanOut, SpanObserver
 from tracefact.pipeline.job import Job
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.options import PipelineOptions
@@ -68,6 +68,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         sampler: which spans are evaluated (default every one).
         sinks: also receive every result (e.g. Phoenix annotations); they deliver on
             their own threads, and a failing sink never holds up a span.
+        observers: see every sampled span's final outcome (the live rate monitor).
         meter_provider: for the pipeline's metrics (default the global one).
         reader: how LLM spans of any convention are read (context rules, mapping hook,
             the per-trace document store).
@@ -81,6 +82,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         *,
         sampler: Sampler | None = None,
         sinks: Sequence[ResultSink] = (),
+        observers: Sequence[SpanObserver] = (),
         meter_provider: MeterProvider | None = None,
         reader: SpanReader | None = None,
         **overrides: Any,
@@ -97,7 +99,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.policy = RetryPolicy(
             timeout_seconds=self.options.timeout_seconds, max_retries=self.options.max_retries
         )
-        self._fanout = FanOut(sinks)
+        self._fanout = FanOut(sinks, observers)
         self.reader = reader or SpanReader()
         self._stored_traces = self.reader.store.traces  # truthy while any trace has documents
         self._metrics = PipelineMetrics(
