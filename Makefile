@@ -7,7 +7,7 @@ export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
-	prometheus-tools test-prometheus terminal-deps
+	prometheus-tools test-prometheus terminal-deps redis-server test-queues
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,18 @@ fixtures: $(INSTRUMENTORS_VENV)/.installed
 # The fault-injection suite at length (make test runs a quick round of it).
 chaos: setup-dev
 	TRACEFACT_CHAOS_EXAMPLES=500 $(BIN)/pytest -q tests/pipeline/test_chaos.py
+
+# Debian's redis-server for the Redis Streams queue's tests; the tests start their own
+# servers on 127.0.0.1 (the package's service is not used).
+redis-server:
+	command -v redis-server >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		redis-server >/dev/null; }
+
+# The collector's durable queues: contract tests of every backend, crash and scale-out
+# tests with subprocesses on SQLite and a real Redis (under CI=true a missing Redis fails).
+test-queues: setup-dev redis-server
+	TRACEFACT_QUEUE_CRASH_TESTS=1 $(BIN)/pytest -q tests/collector/queues
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

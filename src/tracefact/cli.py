@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_eval(commands)
     _add_collector(commands)
+    _add_worker(commands)
     _add_report(commands)
     _add_monitor(commands)
     return parser
@@ -69,7 +70,29 @@ def _add_collector(commands: Any) -> None:
     command.set_defaults(handler=_collector_command)
 
 
+def _add_worker(commands: Any) -> None:
+    command = commands.add_parser(
+        "worker",
+        help="evaluate and forward what collectors stored in a durable queue",
+        description="Take the requests that `tracefact collector` processes stored in the "
+        "configured durable queue (queue: redis, or sqlite on the same machine), evaluate "
+        "their sampled LLM spans, forward every span upstream and acknowledge them. The same "
+        "configuration file as the collectors; receivers are not started. Runs until SIGTERM "
+        "or SIGINT, then drains. Needs the `collector` extra (and `redis` for Redis).",
+    )
+    command.add_argument("--config", type=Path, required=True, help="its YAML configuration file")
+    command.set_defaults(handler=_worker_command)
+
+
 def _collector_command(args: argparse.Namespace) -> int:
+    return _run_service(args, worker=False)
+
+
+def _worker_command(args: argparse.Namespace) -> int:
+    return _run_service(args, worker=True)
+
+
+def _run_service(args: argparse.Namespace, *, worker: bool) -> int:
     # Imported here: the collector's dependencies are an extra, and `tracefact eval` needs none.
     from tracefact._imports import MissingExtraError
 
@@ -78,9 +101,9 @@ def _collector_command(args: argparse.Namespace) -> int:
         from tracefact.collector import service
 
         config = collector_config.load(args.config)
-        return service.run(config)
+        return service.run(config, worker=worker)
     except (collector_config.ConfigError, MissingExtraError) as exc:
-        print(f"tracefact collector: {exc}", file=sys.stderr)
+        print(f"tracefact {'worker' if worker else 'collector'}: {exc}", file=sys.stderr)
         return 2
 
 

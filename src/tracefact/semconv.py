@@ -270,6 +270,19 @@ METRIC_COLLECTOR_QUEUE_DEPTH = "tracefact.collector.queue.depth"
 """Gauge: received requests not yet acknowledged (all their spans left upstream)."""
 METRIC_COLLECTOR_WAITING = "tracefact.collector.window.waiting"
 """Gauge: LLM spans waiting in the window for later retriever spans of their trace."""
+METRIC_COLLECTOR_REDELIVERED = "tracefact.collector.spans.redelivered"
+"""Counter: spans of queue entries handed out again (a consumer died or lost its
+acknowledgement before all of the entry's spans were acknowledged): each may reach the
+upstream twice. Durable queues deliver at least once; this counts the possible duplicates."""
+METRIC_COLLECTOR_EXPIRED = "tracefact.collector.spans.expired"
+"""Counter: LLM spans a durable queue held too long or handed out too often, forwarded
+unevaluated, by `reason`: QUEUE_AGE_ERROR (taken later than `queue_max_age_seconds` after
+it was stored; status `timeout`) or QUEUE_DELIVERIES_ERROR (handed out more than
+`queue_max_deliveries` times; status `error`)."""
+QUEUE_AGE_ERROR: Final = "queue_age"
+"""`tracefact.eval.error` of an LLM span that waited in the queue past its maximum age."""
+QUEUE_DELIVERIES_ERROR: Final = "queue_deliveries"
+"""`tracefact.eval.error` of an LLM span whose request every consumer died with."""
 # --- tracefact monitoring (the sampled-rate estimator) ----------------------------
 # Counters that add up across processes: per `evaluator` and group (see GROUP_ALIASES),
 # with w = 1 / tracefact.eval.sample_rate and y = 1 for a hallucinated verdict.

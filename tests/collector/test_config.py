@@ -69,7 +69,13 @@ UPSTREAM = "upstreams:\n  - endpoint: http://127.0.0.1:9\n"
             UPSTREAM + "evaluation: {drain_seconds: 20}\nshutdown_seconds: 10\n",
             "drain_seconds must be under shutdown_seconds",
         ),
-        (UPSTREAM + "queue: redis\n", "queue: Input should be 'memory'"),
+        (UPSTREAM + "queue: kafka\n", "queue: Input should be 'memory', 'sqlite' or 'redis'"),
+        (UPSTREAM + "queue: redis\n", "queue: redis needs a `redis:` section"),
+        (UPSTREAM + "queue: sqlite\nsqlite: {}\n", "sqlite.path: Field required"),
+        (
+            UPSTREAM + "queue: redis\nredis: {claim_seconds: 0}\n",
+            "redis.claim_seconds: Input should be greater than 0",
+        ),
         (UPSTREAM + "receivers: {http: null, grpc: null}\n", "at least one of http and grpc"),
     ],
 )

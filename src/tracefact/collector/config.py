@@ -27,8 +27,8 @@ from tracefact._imports import import_extra
 from tracefact.monitor import live
 from tracefact.pipeline.options import PipelineOptions
 
-QueueBackend = Literal["memory"]
-"""Where received requests wait (`collector.queue`); durable backends extend this."""
+QueueBackend = Literal["memory", "sqlite", "redis"]
+"""Where received requests wait (`queue`): memory, or durable on SQLite or Redis Streams."""
 
 
 class ConfigError(ValueError):
@@ -191,6 +191,35 @@ class Evaluation(PipelineOptions):
         return PipelineOptions(**self.model_dump(include=set(PipelineOptions.model_fields)))
 
 
+class SqliteQueueConfig(_Model):
+    """`queue: sqlite`: one file on one machine (`SqliteQueue`), surviving restarts."""
+
+    path: str
+    """The database file; keep it on a persistent volume."""
+    synchronous: Literal["full", "normal"] = "full"
+    """full: a stored request survives power loss; normal: process kills only, faster."""
+    lease_seconds: float = Field(default=30.0, gt=0)
+    """A request taken by a process that died is handed out again after this long."""
+    max_bytes: int = Field(default=1 << 30, ge=1024)
+    """Stored request bytes; past it, receivers answer 429."""
+
+
+class RedisQueueConfig(_Model):
+    """`queue: redis`: a Redis stream shared by collectors and `tracefact worker`s."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    """The Redis server (`rediss://` for TLS; a password in the URL)."""
+    stream: str = "tracefact:requests"
+    group: str = "tracefact"
+    """The consumer group every collector and worker of the stream reads through."""
+    claim_seconds: float = Field(default=30.0, gt=0)
+    """A dead consumer's entries are taken over by another after this long."""
+    consume: bool = True
+    """False: this collector only receives and stores; workers process the stream."""
+    documents_prefix: str = "tracefact:documents:"
+    """Keys of the retrieved documents every consumer shares (one list per trace)."""
+
+
 class Metrics(_Model):
     """`/metrics` is always served on the HTTP receiver; `port` adds an endpoint of its own."""
 
@@ -215,6 +244,17 @@ class CollectorConfig(_Model):
     queue: QueueBackend = "memory"
     queue_max_requests: int = Field(default=1024, ge=1)
     """Received requests waiting for the engine; past it the receivers answer 429."""
+    queue_max_age_seconds: float = Field(default=600.0, gt=0)
+    """Durable queues: an LLM span taken later than this after it was stored goes on
+    unevaluated with status `timeout` (a backlog drains instead of growing stale)."""
+    queue_max_deliveries: int = Field(default=5, ge=1)
+    """Durable queues: a request handed out more times than this (its consumers died
+    with it) has its LLM spans go on unevaluated with status `error`, so one request
+    cannot kill worker after worker."""
+    sqlite: SqliteQueueConfig | None = None
+    """Required with `queue: sqlite`."""
+    redis: RedisQueueConfig | None = None
+    """Required with `queue: redis` (`{}` for a local Redis)."""
     metrics: Metrics = Metrics()
     logging: Logging = Logging()
     shutdown_seconds: float = Field(default=15.0, gt=0)
@@ -235,6 +275,14 @@ class CollectorConfig(_Model):
         if value.http is None and value.grpc is None:
             raise ValueError("at least one of http and grpc must be on")
         return value
+
+    @model_validator(mode="after")
+    def _queue_settings(self) -> CollectorConfig:
+        if self.queue == "sqlite" and self.sqlite is None:
+            raise ValueError("queue: sqlite needs a `sqlite:` section with its path")
+        if self.queue == "redis" and self.redis is None:
+            raise ValueError("queue: redis needs a `redis:` section (`{}` for a local Redis)")
+        return self
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -16,7 +16,15 @@ For each request taken from the `RequestQueue`:
   onto the ORIGINAL protobuf span (or encodes a carrier span) and forwards it.
 
 A request is acknowledged to the queue once all of its spans left upstream (or were
-counted as failed there): that is the bookkeeping durable queues rely on.
+counted as failed there): that is the bookkeeping durable queues rely on. With a durable
+queue, spans wait there (not in this process) until evaluation has room: the engine
+takes entries only while fewer than `max_in_flight` LLM spans are in the pipeline and
+the window has room (`window_max_spans`), and due spans stay in the window while the
+pipeline is full, so several workers share a stream and none drops what another could
+evaluate.
+An entry handed out again (its consumer died) counts its spans as possible duplicates;
+LLM spans of an entry older than `max_age_seconds` go on unevaluated, status `timeout`,
+and those of an entry handed out more than `max_deliveries` times, status `error`.
 
 The SDK forgets a trace's documents when its local root ends; here a root can arrive
 before an LLM span of its trace has left the window, so the engine forgets a trace only
@@ -41,6 +49,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from tracefact import semconv
 from tracefact.collector import spans
 from tracefact.collector.forwarder import Forwarder
+from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.queue import Entry, RequestQueue
 from tracefact.conventions import DocumentStore, Reading, retrieved_documents, span_role
 from tracefact.conventions.roles import ROLE_KEYS
@@ -104,11 +113,18 @@ class Results(SpanProcessor):
     def __init__(self, forwarder: Forwarder) -> None:
         self.forwarder = forwarder
         self._held: dict[tuple[int, int], deque[Held]] = {}
+        self._pending = 0
         self._lock = threading.Lock()  # the engine adds, the evaluation loop takes
+
+    @property
+    def pending(self) -> int:
+        """Spans handed to the pipeline whose result has not come back yet."""
+        return self._pending
 
     def expect(self, key: tuple[int, int], held: Held) -> None:
         with self._lock:
             self._held.setdefault(key, deque()).append(held)
+            self._pending += 1
 
     def take(self, key: tuple[int, int]) -> Held | None:
         with self._lock:
@@ -118,6 +134,7 @@ class Results(SpanProcessor):
             held = waiting.popleft()
             if not waiting:
                 del self._held[key]
+            self._pending -= 1
             return held
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -150,6 +167,11 @@ class Engine:
         store: DocumentStore,
         window_seconds: float,
         window_max_spans: int,
+        metrics: CollectorMetrics,
+        *,
+        max_in_flight: int | None = None,
+        max_age_seconds: float | None = None,
+        max_deliveries: int | None = None,
     ) -> None:
         self.queue = queue
         self.forwarder = forwarder
@@ -158,6 +180,10 @@ class Engine:
         self.store = store
         self.window_seconds = window_seconds
         self.window_max_spans = window_max_spans
+        self.metrics = metrics
+        self.max_in_flight = max_in_flight
+        self.max_age_seconds = max_age_seconds
+        self.max_deliveries = max_deliveries
         self._window: deque[Held] = deque()
         self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
         self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
@@ -180,7 +206,8 @@ class Engine:
 
     def drain(self) -> None:
         """Route every entry left in the queue and release the whole window now."""
-        while entries := self.queue.get(ENTRIES_PER_TAKE, 0):
+        # A durable queue keeps what nobody took: it waits there for the next consumer.
+        while not self.queue.durable and (entries := self.queue.get(ENTRIES_PER_TAKE, 0)):
             for entry in entries:
                 self.route(entry)
         self._release(float("inf"))
@@ -188,14 +215,14 @@ class Engine:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
-            if self.forwarder.full():  # back-pressure: the queue fills, receivers say 429
+            if self.forwarder.full() or self._saturated():  # back-pressure: the queue fills
                 self._release(now)
                 self._stop.wait(IDLE_SECONDS)
                 continue
             timeout = IDLE_SECONDS
             if self._window:
                 timeout = min(timeout, max(0.0, self._window[0].due - now))
-            for entry in self.queue.get(ENTRIES_PER_TAKE, timeout):
+            for entry in self.queue.get(self._room(), timeout):
                 try:
                     self.route(entry)
                 except Exception:  # a bug here must not stop the collector, nor lose spans
@@ -203,13 +230,48 @@ class Engine:
                     self._pass_through(entry)
             self._release(time.monotonic())
 
+    def _saturated(self) -> bool:
+        """Evaluation has no room for more: spans wait in the (durable) queue instead."""
+        return self._room() <= 0
+
+    def _room(self) -> int:
+        """Entries to take now: one per free place in the pipeline and in the window.
+
+        The window is not counted against the pipeline's room: its LLM spans wait for
+        retriever spans in requests still to be taken, which must not be held back.
+        """
+        if self.max_in_flight is None:
+            return ENTRIES_PER_TAKE
+        pipeline = self.max_in_flight - self.results.pending
+        return min(ENTRIES_PER_TAKE, pipeline, self.window_max_spans - len(self._window))
+
+    def _pipeline_full(self) -> bool:
+        return self.max_in_flight is not None and self.results.pending >= self.max_in_flight
+
+    def _expired(self, entry: Entry) -> str | None:
+        """Why an entry's LLM spans go on unevaluated: too old, or handed out too often.
+
+        An entry handed out more than `max_deliveries` times has killed (or been killed
+        with) every consumer that took it: evaluating it again would do so once more.
+        """
+        if self.max_deliveries is not None and entry.deliveries > self.max_deliveries:
+            return semconv.QUEUE_DELIVERIES_ERROR
+        if (
+            self.max_age_seconds is not None
+            and time.time() - entry.stored_at > self.max_age_seconds
+        ):
+            return semconv.QUEUE_AGE_ERROR
+        return None
+
     # --- routing ---------------------------------------------------------------------
     def route(self, entry: Entry) -> None:
         """Forward what passes through, remember documents, hold LLM spans."""
         tracker = Tracker(entry.id, self.queue.ack)
         request = entry.request
         due = time.monotonic() + self.window_seconds
+        expired = self._expired(entry)
         held: list[Held] = []
+        expired_spans = 0
         total = 0
         for resource_spans in request.resource_spans:
             resource: Resource | None = None
@@ -221,6 +283,10 @@ class Engine:
                         continue
                     if role == "retriever":
                         self._remember(span)
+                        continue
+                    if expired is not None:  # forwarded with the rest, plus its status
+                        spans.add_attributes(span, _EXPIRED[expired])
+                        expired_spans += 1
                         continue
                     if resource is None:
                         resource = spans.resource_of(
@@ -237,6 +303,10 @@ class Engine:
                             due,
                         )
                     )
+        if entry.deliveries > 1:
+            self.metrics.redelivered.add(total)
+        if expired_spans:
+            self.metrics.expired.add(expired_spans, {"reason": expired})
         self._forward_rest(request, held, total, tracker)
         for item in held:
             self._hold(item)
@@ -328,6 +398,8 @@ class Engine:
 
     def _release(self, now: float) -> None:
         while self._window and self._window[0].due <= now:
+            if self._pipeline_full():  # durable: due spans wait here, not dropped there
+                break
             self._evaluate(self._window.popleft())
         while self._forgets and self._forgets[0][0] <= now:
             _, trace_id = self._forgets.popleft()
@@ -372,6 +444,20 @@ class Engine:
             return {}
         reading = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=parent.hex())
         return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
+
+
+_EXPIRED = {
+    semconv.QUEUE_AGE_ERROR: {
+        semconv.EVAL_STATUS: semconv.STATUS_TIMEOUT,
+        semconv.EVAL_ERROR: semconv.QUEUE_AGE_ERROR,
+    },
+    semconv.QUEUE_DELIVERIES_ERROR: {
+        semconv.EVAL_STATUS: semconv.STATUS_ERROR,
+        semconv.EVAL_ERROR: semconv.QUEUE_DELIVERIES_ERROR,
+    },
+}
+"""What an LLM span that a durable queue held too long, or handed out too often, carries
+instead of results, by reason."""
 
 
 def _done(tracker: Tracker, spans: int) -> Callable[[], None]:

@@ -47,6 +47,16 @@ class CollectorMetrics:
             unit="{attribute}",
             description="span attributes dropped or truncated by the limits",
         )
+        self.redelivered = meter.create_counter(
+            semconv.METRIC_COLLECTOR_REDELIVERED,
+            unit="{span}",
+            description="spans of queue entries handed out again: possible duplicates",
+        )
+        self.expired = meter.create_counter(
+            semconv.METRIC_COLLECTOR_EXPIRED,
+            unit="{span}",
+            description="LLM spans older than the queue's maximum age, not evaluated",
+        )
 
     def gauge(self, name: str, unit: str, description: str, read: Callable[[], int]) -> None:
         """An observable gauge reading `read()` at each scrape."""

@@ -13,10 +13,15 @@ backends (memory, SQLite, Redis Streams): the processing code does not know whic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+logger = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
@@ -27,6 +32,19 @@ class QueueFull(Exception):
         self.retry_after_seconds = retry_after_seconds
 
 
+class QueueUnavailable(QueueFull):
+    """The queue's store cannot take the request now (Redis unreachable, disk full).
+
+    A `QueueFull` so that a receiver which knows only that answers with a retry hint
+    too: the client keeps the data and sends it again, nothing is acknowledged unstored.
+    """
+
+    def __init__(self, reason: str, retry_after_seconds: float) -> None:
+        QueueFull.__init__(self, retry_after_seconds)
+        self.args = (f"queue unavailable ({reason}); retry in {retry_after_seconds:g} s",)
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One received request, as handed to processing."""
@@ -35,6 +53,8 @@ class Entry:
     request: ExportTraceServiceRequest
     deliveries: int = 1
     """1 the first time; more when a consumer died before acknowledging it."""
+    stored_at: float = field(default_factory=time.time)
+    """When `put` stored it (Unix seconds): a durable queue's entries can be old."""
 
 
 class RequestQueue(Protocol):
@@ -62,3 +82,18 @@ class RequestQueue(Protocol):
     def close(self) -> None:
         """Release connections and files; entries not acknowledged stay (durable backends)."""
         ...
+
+
+def decode_stored(payload: bytes, entry_id: str) -> ExportTraceServiceRequest:
+    """A stored request from its bytes; damaged bytes give an empty request, logged.
+
+    Durable backends store what `put` serialised, so only a damaged store (or a foreign
+    writer) fails here; processing then acknowledges the empty request and goes on.
+    """
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(payload)
+    except DecodeError:
+        logger.error("queue entry %s is not an OTLP request: handed on empty", entry_id)
+        return ExportTraceServiceRequest()
+    return request

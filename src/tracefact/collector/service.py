@@ -3,6 +3,10 @@
 receivers ─▶ RequestQueue ─▶ Engine ─▶ EvaluationProcessor ─▶ Results ─▶ Forwarder ─▶ upstreams
                               └──── spans that are not evaluated ────────▶ Forwarder
 
+`tracefact worker` is the same without receivers: it consumes a durable queue (Redis
+stream or SQLite file) that collectors fill. A collector with `redis.consume: false`
+only receives and stores.
+
 Shutdown (SIGTERM or SIGINT), within `shutdown_seconds`: stop accepting (receivers
 closed), route what the queue still holds and release the window, let evaluations
 finish for the pipeline's `drain_seconds` (the rest go on with status `shutdown`), then
@@ -25,6 +29,7 @@ from opentelemetry.sdk.resources import Resource
 from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.collector import logs
+from tracefact.collector.backends import document_store, open_queue
 from tracefact.collector.config import (
     CollectorConfig,
     ConfigError,
@@ -35,10 +40,9 @@ from tracefact.collector.config import (
 )
 from tracefact.collector.engine import Engine, Results
 from tracefact.collector.forwarder import Forwarder
-from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
-from tracefact.conventions import DocumentStore
+from tracefact.collector.shared_documents import SharedDocumentStore
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import from_spec
 from tracefact.monitor.live import RateMonitor, rate_monitor
@@ -114,18 +118,22 @@ def _imported(spec: ImportedEvaluator) -> Evaluator:
 class Collector:
     """Every part, built from a configuration; `start` binds the ports."""
 
-    def __init__(self, config: CollectorConfig) -> None:
+    def __init__(self, config: CollectorConfig, *, worker: bool = False) -> None:
         self.config = config
+        self.worker = worker
+        if worker and config.queue == "memory":
+            raise ConfigError("queue: a worker needs a durable queue (sqlite or redis)")
+        self.consumes = worker or config.redis is None or config.redis.consume
         evaluation = config.evaluation
         evaluators = build_evaluators(evaluation) if evaluation.enabled else []
         resource = Resource.create({"service.name": "tracefact-collector"})
         self.prometheus = PrometheusMetrics(resource)
         meter_provider = self.prometheus.meter_provider
         self.metrics = CollectorMetrics(meter_provider)
-        self.queue = MemoryQueue(config.queue_max_requests, config.forwarding.retry_after_seconds)
+        self.queue = open_queue(config)
         self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
         self.results = Results(self.forwarder)
-        self.store = DocumentStore(**evaluation.documents.model_dump())
+        self.store = document_store(config)
         self.processor: EvaluationProcessor | None = None
         if evaluation.enabled:
             self.processor = EvaluationProcessor(
@@ -145,12 +153,20 @@ class Collector:
             self.store,
             evaluation.window_seconds,
             evaluation.window_max_spans,
+            self.metrics,
+            # Durable: spans wait in the queue, not in the pipeline (where they would be
+            # dropped when it is full), and not past their maximum age.
+            max_in_flight=evaluation.queue_size if self.queue.durable else None,
+            max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
+            max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
         )
         self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
         self.http = (
-            HttpReceiver(self.ingest, self.prometheus.render) if config.receivers.http else None
+            HttpReceiver(self.ingest, self.prometheus.render)
+            if config.receivers.http and not worker
+            else None
         )
-        self.grpc = GrpcReceiver(self.ingest) if config.receivers.grpc else None
+        self.grpc = GrpcReceiver(self.ingest) if config.receivers.grpc and not worker else None
         self.metrics.gauge(
             semconv.METRIC_COLLECTOR_QUEUE_DEPTH,
             "{request}",
@@ -173,7 +189,8 @@ class Collector:
     def start(self) -> dict[str, int]:
         """Start every thread and server; the bound ports by name."""
         self.forwarder.start()
-        self.engine.start()
+        if self.consumes:
+            self.engine.start()
         ports: dict[str, int] = {}
         if self.http is not None:
             self.http.start()
@@ -195,19 +212,22 @@ class Collector:
             self.grpc.stop(grace_seconds=1.0)
         if self.http is not None:
             self.http.stop()
-        self.engine.stop(timeout=max(0.0, deadline - time.monotonic()))
-        self.engine.drain()
+        if self.consumes:
+            self.engine.stop(timeout=max(0.0, deadline - time.monotonic()))
+            self.engine.drain()
         if self.processor is not None:
             self.processor.shutdown()  # evaluations get drain_seconds, then `shutdown`
         self.forwarder.close(deadline)
         self.queue.close()
+        if isinstance(self.store, SharedDocumentStore):
+            self.store.close()
         self.prometheus.shutdown()
 
 
-def run(config: CollectorConfig) -> int:
+def run(config: CollectorConfig, *, worker: bool = False) -> int:
     """Run until SIGTERM or SIGINT, then drain; 0 once drained."""
     logs.setup(config.logging.format, config.logging.level)
-    collector = Collector(config)
+    collector = Collector(config, worker=worker)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -222,6 +242,8 @@ def run(config: CollectorConfig) -> int:
             "event": "listening",
             **ports,
             "version": __version__,
+            "role": "worker" if worker else "collector",
+            "queue": config.queue,
             "upstreams": Forwarder.describe(config.upstreams),
         },
     )

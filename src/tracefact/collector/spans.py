@@ -139,6 +139,16 @@ def add_results(
     span.events.extend(encoded.events)
 
 
+def add_attributes(span: Span, added: Mapping[str, str]) -> None:
+    """Append string attributes to a received span (keys it does not have)."""
+    present = {kv.key for kv in span.attributes}
+    span.attributes.extend(
+        KeyValue(key=k, value=AnyValue(string_value=v))
+        for k, v in added.items()
+        if k not in present
+    )
+
+
 def request_of(span: ReadableSpan) -> ExportTraceServiceRequest:
     """An SDK span (a carrier of results) as a request of its own."""
     return encode_spans([span])

@@ -1,0 +1,81 @@
+"""Retrieved documents on a shelf beside the queue: shared by consumers, kept over crashes.
+
+The same cases on Redis and on the SQLite file; a store opened again stands for another
+worker, or for the process that restarted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.collector.queues.redis_server import RedisServer
+from tracefact.collector.shared_documents import RedisShelf, SharedDocumentStore, SqliteShelf
+
+Opener = Callable[..., SharedDocumentStore]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    opened: list[SharedDocumentStore] = []
+
+    def open_store(ttl_seconds: float = 600.0, **bounds: Any) -> SharedDocumentStore:
+        if request.param == "sqlite":
+            shelf: Any = SqliteShelf(tmp_path / "queue.db", ttl_seconds=ttl_seconds)
+        else:
+            server = request.getfixturevalue("redis_server")
+            assert isinstance(server, RedisServer)
+            shelf = RedisShelf(server.url, ttl_seconds=ttl_seconds, socket_timeout_seconds=1.0)
+        store = SharedDocumentStore(shelf, **bounds)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        store.close()
+
+
+def test_documents_added_by_one_consumer_are_read_by_another(opener: Opener) -> None:
+    first, second = opener(max_documents=3), opener(max_documents=3)
+    first.add(7, ["Paris is the capital of France.", "ünïcode ✓"])
+    first.add(7, ["a third", "a fourth, beyond max_documents"])
+    first.add(8, ["another trace"])
+
+    assert second.documents(7) == ["Paris is the capital of France.", "ünïcode ✓", "a third"]
+    assert second.documents(8) == ["another trace"]
+    assert second.documents(9) == []
+
+
+def test_a_retriever_span_routed_twice_does_not_double_its_documents(opener: Opener) -> None:
+    store = opener()
+    store.add(5, ["one", "two"])
+    store.add(5, ["one", "two"])  # its entry was handed out again after a crash
+    assert opener().documents(5) == ["one", "two"]
+
+
+def test_documents_outlive_the_consumer_that_added_them(opener: Opener) -> None:
+    dead = opener()
+    dead.add(1, ["kept"])
+    dead.close()
+    assert opener().documents(1) == ["kept"]
+
+
+def test_documents_expire_with_their_time_to_live(opener: Opener) -> None:
+    opener(ttl_seconds=0.2).add(1, ["short-lived"])
+    time.sleep(0.5)
+    assert opener(ttl_seconds=0.2).documents(1) == []
+
+
+def test_while_redis_is_down_a_worker_still_sees_its_own_documents(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SharedDocumentStore(RedisShelf(redis_server.url, socket_timeout_seconds=1.0))
+    redis_server.stop()
+    store.add(1, ["local only"])
+    assert store.documents(1) == ["local only"]
+    assert "redis unreachable" in caplog.text
+    store.close()
