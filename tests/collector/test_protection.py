@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
@@ -190,6 +191,77 @@ def test_attribute_limits_truncate_and_count(
     assert list(values) == [f"key.{i}" for i in range(8)]
     assert received.dropped_attributes_count == 4
     assert all(v == "é" * 32 for v in values.values())  # 64 bytes, on a character boundary
+
+
+def test_event_link_resource_and_scope_attributes_are_limited_and_counted_by_where(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanContext
+
+    from tests.collector.harness import wait_until
+
+    collector, upstream = served
+    [span] = fixture_spans("openai_v2-grounded-plain", 0x11B)
+    many = {f"key.{i}": i for i in range(12)}
+    linked = SpanContext(0x11C, 0x22, is_remote=True)
+    wide = ReadableSpan(
+        name="wide",
+        context=span.context,
+        resource=Resource({**many, "service.name": "limited"}),
+        attributes={"small": "ok"},
+        events=[Event("e", {**many}, timestamp=1)],
+        links=[Link(linked, {"long": "é" * 100, "list": ("x" * 100, "y")})],
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=InstrumentationScope("scope", attributes={**many}),
+    )
+    exporter = OTLPSpanExporter(endpoint=f"{collector.http}/v1/traces", headers=AUTH)
+    assert exporter.export([wide]) == SpanExportResult.SUCCESS
+
+    key = (0x11B).to_bytes(16, "big")
+
+    def arrived() -> list[tuple[Any, Any, Any]]:
+        return [
+            (rs.resource, ss.scope, s)
+            for request in upstream.requests
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+            if s.trace_id == key
+        ]
+
+    assert wait_until(lambda: bool(arrived()))
+    [(resource, scope, received)] = arrived()
+    assert (len(resource.attributes), resource.dropped_attributes_count) == (8, 5)
+    assert (len(scope.attributes), scope.dropped_attributes_count) == (8, 4)
+    [event] = received.events
+    assert [kv.key for kv in event.attributes] == [f"key.{i}" for i in range(8)]
+    assert event.dropped_attributes_count == 4
+    [link] = received.links
+    link_values = {kv.key: kv.value for kv in link.attributes}
+    assert link_values["long"].string_value == "é" * 32
+    assert [v.string_value for v in link_values["list"].array_value.values] == ["x" * 64, "y"]
+    assert attributes(received) == {"small": "ok"}
+
+    limited = [
+        line
+        for line in httpx.get(f"{collector.http}/metrics").text.splitlines()
+        if line.startswith(semconv.METRIC_COLLECTOR_LIMITED.replace(".", "_"))
+    ]
+    for limit, where in [
+        (semconv.LIMIT_COUNT, semconv.LIMITED_RESOURCE),
+        (semconv.LIMIT_COUNT, semconv.LIMITED_SCOPE),
+        (semconv.LIMIT_COUNT, semconv.LIMITED_EVENT),
+        (semconv.LIMIT_SIZE, semconv.LIMITED_LINK),
+    ]:
+        assert any(f'limit="{limit}"' in line and f'where="{where}"' in line for line in limited), (
+            limit,
+            where,
+            limited,
+        )
 
 
 def test_health_readiness_and_metrics(served: tuple[CollectorProcess, OTLPReceiver]) -> None:

@@ -132,10 +132,8 @@ class Ingest:
         except QueueFull as exc:
             raise Refused(semconv.REJECT_FULL, str(exc), exc.retry_after_seconds) from None
         self.metrics.received.add(limited.spans, {"protocol": protocol})
-        if limited.dropped:
-            self.metrics.limited.add(limited.dropped, {"limit": "count"})
-        if limited.truncated:
-            self.metrics.limited.add(limited.truncated, {"limit": "size"})
+        for (limit, where), count in limited.changes.items():
+            self.metrics.limited.add(count, {"limit": limit, "where": where})
 
 
 # --- HTTP ----------------------------------------------------------------------------------
