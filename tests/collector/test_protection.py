@@ -6,6 +6,8 @@ One collector with a bearer token, a small body limit and small attribute limits
 from __future__ import annotations
 
 import gzip
+import http.client
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -123,6 +125,74 @@ def test_bad_requests_get_their_status_and_the_collector_keeps_serving(
     if status != 413 or "decompressed" in says:
         assert says in response.text
     still_serving(collector, upstream, 0xBAD0000 + status + len(body))
+
+
+def chunked_post(
+    collector: CollectorProcess, chunks: list[bytes], *, end: bytes = b"0\r\n\r\n"
+) -> tuple[int, str, bytes]:
+    """A raw chunked POST: status, Connection header and body of the reply."""
+    head = (
+        "POST /v1/traces HTTP/1.1\r\nHost: collector\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/x-protobuf\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    port = int(collector.http.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head + b"".join(chunks) + end)
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        return reply.status, reply.getheader("Connection") or "", reply.read()
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_a_chunked_body_is_accepted(served: tuple[CollectorProcess, OTLPReceiver]) -> None:
+    collector, upstream = served
+    body = valid_request(0xC4)
+    parts = [body[:7], body[7:100], body[100:]]
+    status, _, reply = chunked_post(
+        collector, [chunk(p) for p in parts], end=b"0;x=y\r\nT: 1\r\n\r\n"
+    )
+    assert status == 200, reply
+    key = (0xC4).to_bytes(16, "big")
+    from tests.collector.harness import wait_until
+
+    assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))
+
+
+def test_a_chunked_body_over_the_limit_is_refused_before_the_rest_is_sent(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    first = chunk(b"\x00" * (MAX_BODY // 2))
+    # The second chunk's header passes the limit; its data never comes, nor the end.
+    status, connection, reply = chunked_post(collector, [first, b"%x\r\n" % MAX_BODY], end=b"")
+    assert status == 413
+    assert connection == "close"
+    assert b"body over" in reply
+    still_serving(collector, upstream, 0xC5)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "says"),
+    [
+        ([b"zz\r\nab\r\n"], b"bad chunk size"),
+        ([b"-1\r\n"], b"bad chunk size"),
+        ([b"0x2\r\nab\r\n"], b"bad chunk size"),
+        ([b"5\r\nabc\r\n"], b"bad chunked body"),
+    ],
+    ids=["not-hex", "negative", "0x-prefix", "short-chunk"],
+)
+def test_a_malformed_chunked_body_is_a_400(
+    served: tuple[CollectorProcess, OTLPReceiver], chunks: list[bytes], says: bytes
+) -> None:
+    collector, upstream = served
+    status, connection, reply = chunked_post(collector, chunks)
+    assert (status, connection) == (400, "close")
+    assert says in reply
+    still_serving(collector, upstream, 0xC6 + len(chunks[0]))
 
 
 def test_grpc_needs_the_token_and_refuses_oversize_and_malformed_messages(
