@@ -16,6 +16,7 @@ refused gets a status saying why, and is counted by reason:
 
 A body comes with a Content-Length or `Transfer-Encoding: chunked` (see `chunked`); a
 chunked one is refused with 413 as soon as a chunk would pass the limit.
+
 The HTTP receiver also serves `/healthz` (the process is up), `/readyz` (accepting and
 not full) and `/metrics` (Prometheus).
 """
