@@ -6,7 +6,10 @@ One collector with a bearer token, a small body limit and small attribute limits
 from __future__ import annotations
 
 import gzip
+import http.client
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
@@ -124,6 +127,74 @@ def test_bad_requests_get_their_status_and_the_collector_keeps_serving(
     still_serving(collector, upstream, 0xBAD0000 + status + len(body))
 
 
+def chunked_post(
+    collector: CollectorProcess, chunks: list[bytes], *, end: bytes = b"0\r\n\r\n"
+) -> tuple[int, str, bytes]:
+    """A raw chunked POST: status, Connection header and body of the reply."""
+    head = (
+        "POST /v1/traces HTTP/1.1\r\nHost: collector\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/x-protobuf\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    port = int(collector.http.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head + b"".join(chunks) + end)
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        return reply.status, reply.getheader("Connection") or "", reply.read()
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_a_chunked_body_is_accepted(served: tuple[CollectorProcess, OTLPReceiver]) -> None:
+    collector, upstream = served
+    body = valid_request(0xC4)
+    parts = [body[:7], body[7:100], body[100:]]
+    status, _, reply = chunked_post(
+        collector, [chunk(p) for p in parts], end=b"0;x=y\r\nT: 1\r\n\r\n"
+    )
+    assert status == 200, reply
+    key = (0xC4).to_bytes(16, "big")
+    from tests.collector.harness import wait_until
+
+    assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))
+
+
+def test_a_chunked_body_over_the_limit_is_refused_before_the_rest_is_sent(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    first = chunk(b"\x00" * (MAX_BODY // 2))
+    # The second chunk's header passes the limit; its data never comes, nor the end.
+    status, connection, reply = chunked_post(collector, [first, b"%x\r\n" % MAX_BODY], end=b"")
+    assert status == 413
+    assert connection == "close"
+    assert b"body over" in reply
+    still_serving(collector, upstream, 0xC5)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "says"),
+    [
+        ([b"zz\r\nab\r\n"], b"bad chunk size"),
+        ([b"-1\r\n"], b"bad chunk size"),
+        ([b"0x2\r\nab\r\n"], b"bad chunk size"),
+        ([b"5\r\nabc\r\n"], b"bad chunked body"),
+    ],
+    ids=["not-hex", "negative", "0x-prefix", "short-chunk"],
+)
+def test_a_malformed_chunked_body_is_a_400(
+    served: tuple[CollectorProcess, OTLPReceiver], chunks: list[bytes], says: bytes
+) -> None:
+    collector, upstream = served
+    status, connection, reply = chunked_post(collector, chunks)
+    assert (status, connection) == (400, "close")
+    assert says in reply
+    still_serving(collector, upstream, 0xC6 + len(chunks[0]))
+
+
 def test_grpc_needs_the_token_and_refuses_oversize_and_malformed_messages(
     served: tuple[CollectorProcess, OTLPReceiver],
 ) -> None:
@@ -190,6 +261,77 @@ def test_attribute_limits_truncate_and_count(
     assert list(values) == [f"key.{i}" for i in range(8)]
     assert received.dropped_attributes_count == 4
     assert all(v == "é" * 32 for v in values.values())  # 64 bytes, on a character boundary
+
+
+def test_event_link_resource_and_scope_attributes_are_limited_and_counted_by_where(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanContext
+
+    from tests.collector.harness import wait_until
+
+    collector, upstream = served
+    [span] = fixture_spans("openai_v2-grounded-plain", 0x11B)
+    many = {f"key.{i}": i for i in range(12)}
+    linked = SpanContext(0x11C, 0x22, is_remote=True)
+    wide = ReadableSpan(
+        name="wide",
+        context=span.context,
+        resource=Resource({**many, "service.name": "limited"}),
+        attributes={"small": "ok"},
+        events=[Event("e", {**many}, timestamp=1)],
+        links=[Link(linked, {"long": "é" * 100, "list": ("x" * 100, "y")})],
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=InstrumentationScope("scope", attributes={**many}),
+    )
+    exporter = OTLPSpanExporter(endpoint=f"{collector.http}/v1/traces", headers=AUTH)
+    assert exporter.export([wide]) == SpanExportResult.SUCCESS
+
+    key = (0x11B).to_bytes(16, "big")
+
+    def arrived() -> list[tuple[Any, Any, Any]]:
+        return [
+            (rs.resource, ss.scope, s)
+            for request in upstream.requests
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+            if s.trace_id == key
+        ]
+
+    assert wait_until(lambda: bool(arrived()))
+    [(resource, scope, received)] = arrived()
+    assert (len(resource.attributes), resource.dropped_attributes_count) == (8, 5)
+    assert (len(scope.attributes), scope.dropped_attributes_count) == (8, 4)
+    [event] = received.events
+    assert [kv.key for kv in event.attributes] == [f"key.{i}" for i in range(8)]
+    assert event.dropped_attributes_count == 4
+    [link] = received.links
+    link_values = {kv.key: kv.value for kv in link.attributes}
+    assert link_values["long"].string_value == "é" * 32
+    assert [v.string_value for v in link_values["list"].array_value.values] == ["x" * 64, "y"]
+    assert attributes(received) == {"small": "ok"}
+
+    limited = [
+        line
+        for line in httpx.get(f"{collector.http}/metrics").text.splitlines()
+        if line.startswith(semconv.METRIC_COLLECTOR_LIMITED.replace(".", "_"))
+    ]
+    for limit, where in [
+        (semconv.LIMIT_COUNT, semconv.LIMITED_RESOURCE),
+        (semconv.LIMIT_COUNT, semconv.LIMITED_SCOPE),
+        (semconv.LIMIT_COUNT, semconv.LIMITED_EVENT),
+        (semconv.LIMIT_SIZE, semconv.LIMITED_LINK),
+    ]:
+        assert any(f'limit="{limit}"' in line and f'where="{where}"' in line for line in limited), (
+            limit,
+            where,
+            limited,
+        )
 
 
 def test_health_readiness_and_metrics(served: tuple[CollectorProcess, OTLPReceiver]) -> None:

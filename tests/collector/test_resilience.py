@@ -6,6 +6,7 @@ Each test runs its own collector: these are about the process's state.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -218,6 +219,83 @@ def test_sigterm_with_the_upstream_down_counts_what_it_could_not_send(tmp_path: 
     assert time.monotonic() - started < config["shutdown_seconds"] + 2
     failed = collector.events("upstream_failed")
     assert sum(f["spans"] for f in failed) == 3
+    assert {f["reason"] for f in failed} == {"shutdown"}
+
+
+class SilentUpstream:
+    """Accepts connections and reads what comes; answers 503 until `hang`, then nothing."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.hang = threading.Event()
+        self.received = 0  # reads that got bytes: something was sent
+        self._connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            self._connections.append(connection)
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        try:
+            while data := connection.recv(65536):
+                self.received += 1
+                if not self.hang.is_set() and b"\r\n\r\n" in data:
+                    connection.sendall(
+                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+                    )
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self._connections:
+            connection.close()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "when"),
+    [("http", "before"), ("http", "during"), ("grpc", "before")],
+    ids=["http-call-under-way", "http-call-in-the-drain", "grpc-call-under-way"],
+)
+def test_an_upstream_that_never_answers_cannot_hold_the_exit_past_the_deadline(
+    tmp_path: Path, protocol: str, when: str
+) -> None:
+    upstream = SilentUpstream()
+    try:
+        endpoint = f"http://{upstream.endpoint}" if protocol == "http" else upstream.endpoint
+        config = base_config(endpoint, drain_seconds=0.5)
+        config["upstreams"] = [{"endpoint": endpoint, "protocol": protocol, "timeout_seconds": 60}]
+        config["shutdown_seconds"] = 2
+        if when == "before":  # the call is under way (for up to 60 s) when SIGTERM comes
+            upstream.hang.set()
+        else:  # 503s, then a long backoff that SIGTERM cuts short: the retry is in the drain
+            config["forwarding"] = {"retry_base_seconds": 60, "retry_max_seconds": 60}
+        collector = start(write_config(tmp_path / "c.yaml", config))
+        collector.wait_listening()
+        response = httpx.post(
+            f"{collector.http}/v1/traces",
+            content=request_bytes("langchain-retriever-plain", 0x5100),
+            headers=PROTOBUF,
+        )
+        assert response.status_code == 200
+        assert wait_until(lambda: upstream.received >= 1)
+        upstream.hang.set()
+        time.sleep(0.3)  # the sender is in its call, or in its backoff
+        started = time.monotonic()
+        assert collector.terminate(timeout=30) == 0
+        elapsed = time.monotonic() - started
+        assert elapsed < config["shutdown_seconds"] + 1.5, elapsed
+    finally:
+        upstream.close()
+    failed = collector.events("upstream_failed")
+    assert sum(f["spans"] for f in failed) == 3, failed
     assert {f["reason"] for f in failed} == {"shutdown"}
 
 

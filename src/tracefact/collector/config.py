@@ -71,7 +71,8 @@ class Limits(_Model):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Request body as sent (and again once decompressed); larger is 413 / INVALID_ARGUMENT."""
     max_attributes_per_span: int = Field(default=256, ge=1)
-    """Further attributes are dropped and counted in the span's dropped_attributes_count."""
+    """Per attribute list (span, event, link, resource, scope); further ones are dropped
+    and counted in the owner's dropped_attributes_count."""
     max_attribute_value_bytes: int = Field(default=64 * 1024, ge=16)
     """Longer string values are truncated (UTF-8 safe) and counted."""
 

@@ -4,8 +4,11 @@ Every span handed to `Forwarder.send` either reaches every upstream or is counte
 `tracefact.collector.upstream.failed` and logged: an upstream that is down holds its
 spans and retries them with backoff (`tracefact._retry`), a permanent refusal (a 400) is
 counted as `rejected`, and spans still held when the drain deadline passes are counted
-as `shutdown`. The buffer is bounded in spans and bytes; the receivers refuse new data
-(429) while it is full, so a long outage fills it and then pushes back on the clients.
+as `shutdown`. During the drain every upstream call is bounded by the time left; a call
+already under way when the drain began (bounded only by the upstream's timeout) is
+abandoned at the deadline, its spans counted as `shutdown`, so the process exits in time.
+The buffer is bounded in spans and bytes; the receivers refuse new data (429) while it
+is full, so a long outage fills it and then pushes back on the clients.
 
 Payloads are encoded `ExportTraceServiceRequest`s. A batch is their concatenation: in
 protobuf's wire format concatenated messages merge, and repeated fields (the request's
@@ -49,6 +52,8 @@ _GRPC_TRANSIENT = frozenset(
     }
 )
 """The codes OpenTelemetry's exporters retry."""
+_SETTLE_SECONDS = 0.25
+"""How long past the drain deadline a sender may take to count its last call's outcome."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +90,12 @@ class HttpUpstream:
         headers = {**upstream.headers, "Content-Type": "application/x-protobuf"}
         if self.gzip:
             headers["Content-Encoding"] = "gzip"
-        self._client = httpx.Client(headers=headers, timeout=upstream.timeout_seconds)
+        self._client = httpx.Client(headers=headers)
 
-    def export(self, body: bytes) -> Outcome:
+    def export(self, body: bytes, timeout: float) -> Outcome:
         try:
             response = self._client.post(
-                self.url, content=gzip.compress(body) if self.gzip else body
+                self.url, content=gzip.compress(body) if self.gzip else body, timeout=timeout
             )
         except httpx.HTTPError as exc:
             return Outcome(False, True, f"{type(exc).__name__}: {exc}")
@@ -129,14 +134,13 @@ class GrpcUpstream:
         )
         self._call = self._channel.unary_unary(GRPC_EXPORT_METHOD)  # bytes in, bytes out
         self._metadata = tuple((k.lower(), v) for k, v in upstream.headers.items())
-        self._timeout = upstream.timeout_seconds
         self._compression = grpc.Compression.Gzip if upstream.compression == "gzip" else None
 
-    def export(self, body: bytes) -> Outcome:
+    def export(self, body: bytes, timeout: float) -> Outcome:
         try:
             reply = self._call(
                 body,
-                timeout=self._timeout,
+                timeout=timeout,
                 metadata=self._metadata,
                 compression=self._compression,
             )
@@ -178,12 +182,14 @@ class Sender:
             else HttpUpstream(upstream)
         )
         self.options = options
+        self.timeout = upstream.timeout_seconds
         self.backoff = Backoff(options.retry_base_seconds, options.retry_max_seconds)
         self.metrics = metrics
         self.attributes = {"upstream": self.name}
         self._done = done
         self._parcels: deque[Parcel] = deque()
-        self._wake = threading.Condition()  # guards _parcels and _deadline
+        self._wake = threading.Condition()  # guards _parcels, _batch and _deadline
+        self._batch: list[Parcel] | None = None  # being delivered, not yet settled
         self._deadline: float | None = None  # set by close(): drain until then
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracefact-forward", daemon=True)
@@ -203,8 +209,19 @@ class Sender:
         self._closing.set()
 
     def join(self, deadline: float) -> None:
-        self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
-        self.client.close()
+        """Wait for the drain until `deadline`; then settle what is left as lost."""
+        self._thread.join(max(0.0, deadline - time.monotonic()) + _SETTLE_SECONDS)
+        with self._wake:
+            left = [*(self._batch or ()), *self._parcels]
+            self._batch = None  # the thread, if its call ever returns, counts nothing
+            self._parcels.clear()
+        if left:
+            error = "the drain deadline passed during an upstream call"
+            self._lost(sum(p.spans for p in left), semconv.UPSTREAM_SHUTDOWN, error)
+            for parcel in left:
+                self._done(parcel)
+        if not self._thread.is_alive():  # else it is still using the client: exit frees it
+            self.client.close()
 
     def _take(self) -> list[Parcel] | None:
         with self._wake:
@@ -218,34 +235,42 @@ class Sender:
                 parcel = self._parcels.popleft()
                 batch.append(parcel)
                 spans += parcel.spans
+            self._batch = batch
             return batch
 
     def _run(self) -> None:
         while (batch := self._take()) is not None:
-            self._deliver(batch)
-            for parcel in batch:
-                self._done(parcel)
+            if self._deliver(batch):
+                for parcel in batch:
+                    self._done(parcel)
 
-    def _deliver(self, batch: Sequence[Parcel]) -> None:
+    def _settle(self, batch: list[Parcel]) -> bool:
+        """Claim `batch` to count its outcome; False once `join` counted it as lost."""
+        with self._wake:
+            if self._batch is not batch:
+                return False
+            self._batch = None
+            return True
+
+    def _deliver(self, batch: list[Parcel]) -> bool:
+        """Send `batch`, retrying while it may, and count the outcome; False if `join` did."""
         body = b"".join(p.payload for p in batch)
         spans = sum(p.spans for p in batch)
         attempt, error = 0, "the drain deadline passed first"
         while True:
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
-                self._lost(spans, semconv.UPSTREAM_SHUTDOWN, error)
-                return
-            outcome = self.client.export(body)
+                return self._count(batch, spans, semconv.UPSTREAM_SHUTDOWN, error)
+            timeout = self.timeout if remaining is None else min(self.timeout, remaining)
+            outcome = self.client.export(body, timeout)
             if outcome.ok:
                 rejected = min(outcome.rejected, spans)
-                self.metrics.forwarded.add(spans - rejected, self.attributes)
-                if rejected:
-                    self._lost(rejected, semconv.UPSTREAM_REJECTED, outcome.error)
-                return
+                return self._count(
+                    batch, rejected, semconv.UPSTREAM_REJECTED, outcome.error, spans - rejected
+                )
             error = outcome.error
             if not outcome.transient:
-                self._lost(spans, semconv.UPSTREAM_REJECTED, error)
-                return
+                return self._count(batch, spans, semconv.UPSTREAM_REJECTED, error)
             self.metrics.retries.add(1, self.attributes)
             if attempt == 0:
                 logger.warning(
@@ -259,6 +284,18 @@ class Sender:
                 self._closing.wait(delay)  # close() cuts a long wait short
             else:  # draining: leave room for one more try before the deadline
                 time.sleep(max(0.0, min(delay, remaining / 2)))
+
+    def _count(
+        self, batch: list[Parcel], lost: int, reason: str, error: str, forwarded: int | None = None
+    ) -> bool:
+        """Count a batch's outcome, unless `join` already counted it as lost; False then."""
+        if not self._settle(batch):
+            return False
+        if forwarded is not None:
+            self.metrics.forwarded.add(forwarded, self.attributes)
+        if lost:
+            self._lost(lost, reason, error)
+        return True
 
     def _remaining(self) -> float | None:
         """Seconds to the drain deadline; None while not draining."""

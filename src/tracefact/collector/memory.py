@@ -26,7 +26,8 @@ class MemoryQueue:
         self._waiting: deque[Entry] = deque()
         self._unacked: set[str] = set()
         self._ids = itertools.count(1)
-        self._ready = threading.Condition()  # guards _waiting and _unacked
+        self._ready = threading.Condition()  # guards _waiting, _unacked and _consumers
+        self._consumers = 0  # in get(), waiting for an entry
 
     def put(self, request: ExportTraceServiceRequest) -> None:
         with self._ready:
@@ -35,12 +36,17 @@ class MemoryQueue:
             entry = Entry(str(next(self._ids)), request)
             self._unacked.add(entry.id)
             self._waiting.append(entry)
-            self._ready.notify()
+            if self._consumers:  # notify() costs a lock round even with no one waiting
+                self._ready.notify()
 
     def get(self, max_entries: int, timeout_seconds: float) -> list[Entry]:
         with self._ready:
             if not self._waiting:
-                self._ready.wait(timeout_seconds)
+                self._consumers += 1
+                try:
+                    self._ready.wait(timeout_seconds)
+                finally:
+                    self._consumers -= 1
             count = min(max_entries, len(self._waiting))
             return [self._waiting.popleft() for _ in range(count)]
 

@@ -9,9 +9,13 @@ refused gets a status saying why, and is counted by reason:
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
 | body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
 | not protobuf or JSON, unknown encoding | 415 | - |
-| not a valid OTLP message | 400 | INVALID_ARGUMENT |
+| not a valid OTLP message, bad chunked body | 400 | INVALID_ARGUMENT |
+| neither Content-Length nor chunked | 411 | - |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
+
+A body comes with a Content-Length or `Transfer-Encoding: chunked` (see `chunked`); a
+chunked one is refused with 413 as soon as a chunk would pass the limit.
 
 The HTTP receiver also serves `/healthz` (the process is up), `/readyz` (accepting and
 not full) and `/metrics` (Prometheus).
@@ -38,6 +42,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from tracefact import semconv
 from tracefact._imports import import_extra
+from tracefact.collector.chunked import read_chunked
 from tracefact.collector.config import CollectorConfig
 from tracefact.collector.decode import (
     JSON,
@@ -132,10 +137,8 @@ class Ingest:
         except QueueFull as exc:
             raise Refused(semconv.REJECT_FULL, str(exc), exc.retry_after_seconds) from None
         self.metrics.received.add(limited.spans, {"protocol": protocol})
-        if limited.dropped:
-            self.metrics.limited.add(limited.dropped, {"limit": "count"})
-        if limited.truncated:
-            self.metrics.limited.add(limited.truncated, {"limit": "size"})
+        for (limit, where), count in limited.changes.items():
+            self.metrics.limited.add(count, {"limit": limit, "where": where})
 
 
 # --- HTTP ----------------------------------------------------------------------------------
@@ -213,11 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not ingest.authorized(self.headers.get("Authorization")):
             self._discard_body()
             raise BadRequest(401, semconv.REJECT_UNAUTHENTICATED, "missing or wrong bearer token")
-        length = self._length()
-        if length > limit:
-            self.close_connection = True  # the body is not read: the connection is done
-            raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
-        body = self.rfile.read(length)
+        body = self._body(limit)
         media = media_type(self.headers.get("Content-Type"))
         data = decompress(body, self.headers.get("Content-Encoding"), limit)
         request = decode(data, media)
@@ -226,6 +225,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, b"{}", JSON)
         else:
             self._reply(200, ExportTraceServiceResponse().SerializeToString(), media)
+
+    def _body(self, limit: int) -> bytes:
+        """The body as sent, sized by Content-Length or chunked; 413 past `limit`."""
+        if self._chunked():
+            try:
+                return read_chunked(self.rfile, limit)
+            except BadRequest:
+                self.close_connection = True  # the rest of the body is not read
+                raise
+        length = self._length()
+        if length > limit:
+            self.close_connection = True  # the body is not read: the connection is done
+            raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
+        return self.rfile.read(length)
+
+    def _chunked(self) -> bool:
+        """Whether the body is chunked; any other transfer coding is refused."""
+        coding = self.headers.get("Transfer-Encoding")
+        if coding is None:
+            return False
+        if coding.strip().lower() != "chunked" or "Content-Length" in self.headers:
+            self.close_connection = True
+            message = f"unsupported Transfer-Encoding {coding!r} (only chunked, alone)"
+            raise BadRequest(400, semconv.REJECT_MALFORMED, message)
+        return True
 
     def _length(self) -> int:
         try:
@@ -239,6 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _discard_body(self) -> None:
+        if "Transfer-Encoding" in self.headers:
+            self.close_connection = True  # a chunked body is not worth reading to skip
+            return
         try:
             length = int(self.headers.get("Content-Length", "0"))
         except ValueError:
