@@ -22,7 +22,7 @@ class FailsOnce(Forwarder):
 
     failed = False
 
-    def send(self, payload: bytes, spans: int, on_done: Callable[[], None] | None) -> None:
+    def send(self, payload: bytes, spans: int, on_done: Callable[[bool], None] | None) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("injected routing fault")
@@ -34,7 +34,9 @@ def test_a_request_the_router_fails_on_is_forwarded_as_received_and_acknowledged
         metrics = CollectorMetrics(MeterProvider())
         forwarder = FailsOnce([Upstream(endpoint=upstream.endpoint)], Forwarding(), metrics)
         queue = MemoryQueue(4)
-        engine = Engine(queue, forwarder, None, Results(forwarder), DocumentStore(), 0.0, 10)
+        engine = Engine(
+            queue, forwarder, None, Results(forwarder), DocumentStore(), 0.0, 10, metrics
+        )
         forwarder.start()
         engine.start()
         request = encode_spans(fixture_spans("langchain-retriever-plain", 0xFA17))

@@ -4,8 +4,10 @@ Every span handed to `Forwarder.send` either reaches every upstream or is counte
 `tracefact.collector.upstream.failed` and logged: an upstream that is down holds its
 spans and retries them with backoff (`tracefact._retry`), a permanent refusal (a 400) is
 counted as `rejected`, and spans still held when the drain deadline passes are counted
-as `shutdown`. The buffer is bounded in spans and bytes; the receivers refuse new data
-(429) while it is full, so a long outage fills it and then pushes back on the clients.
+as `shutdown` (their `on_done` hears they were cut off: a durable queue then keeps their
+entry for another consumer instead of acknowledging it). The buffer is bounded in spans
+and bytes; the receivers refuse new data (429) while it is full, so a long outage fills
+it and then pushes back on the clients.
 
 Payloads are encoded `ExportTraceServiceRequest`s. A batch is their concatenation: in
 protobuf's wire format concatenated messages merge, and repeated fields (the request's
@@ -152,12 +154,17 @@ class GrpcUpstream:
 
 @dataclass(slots=True)
 class Parcel:
-    """Encoded spans on their way; `on_done` runs once every upstream is done with them."""
+    """Encoded spans on their way; `on_done` runs once every upstream is done with them.
+
+    It is told whether they were settled (sent, or refused for good) or cut off by the
+    drain deadline before some upstream had them.
+    """
 
     payload: bytes
     spans: int
-    on_done: Callable[[], None] | None
+    on_done: Callable[[bool], None] | None
     left: int = 0
+    cut: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -222,11 +229,15 @@ class Sender:
 
     def _run(self) -> None:
         while (batch := self._take()) is not None:
-            self._deliver(batch)
+            settled = self._deliver(batch)
             for parcel in batch:
+                if not settled:
+                    with parcel.lock:
+                        parcel.cut = True
                 self._done(parcel)
 
-    def _deliver(self, batch: Sequence[Parcel]) -> None:
+    def _deliver(self, batch: Sequence[Parcel]) -> bool:
+        """Send with retries; False when the drain deadline cut the batch off."""
         body = b"".join(p.payload for p in batch)
         spans = sum(p.spans for p in batch)
         attempt, error = 0, "the drain deadline passed first"
@@ -234,18 +245,18 @@ class Sender:
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
                 self._lost(spans, semconv.UPSTREAM_SHUTDOWN, error)
-                return
+                return False
             outcome = self.client.export(body)
             if outcome.ok:
                 rejected = min(outcome.rejected, spans)
                 self.metrics.forwarded.add(spans - rejected, self.attributes)
                 if rejected:
                     self._lost(rejected, semconv.UPSTREAM_REJECTED, outcome.error)
-                return
+                return True
             error = outcome.error
             if not outcome.transient:
                 self._lost(spans, semconv.UPSTREAM_REJECTED, error)
-                return
+                return True
             self.metrics.retries.add(1, self.attributes)
             if attempt == 0:
                 logger.warning(
@@ -300,7 +311,7 @@ class Forwarder:
         """At a bound: the receivers refuse new requests until it drains."""
         return self.spans >= self.options.max_spans or self.bytes >= self.options.max_bytes
 
-    def send(self, payload: bytes, spans: int, on_done: Callable[[], None] | None) -> None:
+    def send(self, payload: bytes, spans: int, on_done: Callable[[bool], None] | None) -> None:
         """Queue encoded spans for every upstream. Never blocks, never refuses."""
         parcel = Parcel(payload, spans, on_done, left=len(self.senders))
         with self._lock:
@@ -313,13 +324,14 @@ class Forwarder:
         with parcel.lock:
             parcel.left -= 1
             last = parcel.left == 0
+            settled = not parcel.cut
         if not last:
             return
         with self._lock:
             self.spans -= parcel.spans
             self.bytes -= len(parcel.payload)
         if parcel.on_done is not None:
-            parcel.on_done()
+            parcel.on_done(settled)
 
     def close(self, deadline: float) -> None:
         """Send what is held until `deadline` (monotonic); count what is left as lost."""
