@@ -145,6 +145,10 @@ class SqliteQueue:
             (count,) = self._db.execute("SELECT count(*) FROM entries").fetchone()
         return int(count)
 
+    def unavailable(self) -> str | None:
+        """Only once closed: a local file is there, and a full disk fails `put` itself."""
+        return "sqlite queue closed" if self._closed else None
+
     def close(self) -> None:
         self._leases.close()
         with self._stored:

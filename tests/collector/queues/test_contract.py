@@ -63,6 +63,7 @@ def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 
 def test_a_request_comes_back_whole_once_and_is_forgotten_when_acknowledged(opener: Opener) -> None:
     queue = opener()
+    assert queue.unavailable() is None  # its store is there: `/readyz` may say ready
     sent = request(1, spans=3)
     before = time.time()
     queue.put(sent)
