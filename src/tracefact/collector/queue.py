@@ -87,7 +87,11 @@ class RequestQueue(Protocol):
         ...
 
     def close(self) -> None:
-        """Release connections and files; entries not acknowledged stay (durable backends)."""
+        """Release connections and files; entries not acknowledged stay (durable backends).
+
+        Durable backends hand the entries this process took and did not acknowledge back
+        at once, so the next consumer need not wait for their leases to run out.
+        """
         ...
 
 

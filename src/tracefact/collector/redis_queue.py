@@ -190,7 +190,21 @@ class RedisQueue:
         return f"redis unreachable: {self._outage_error}" if self._outage.is_set() else None
 
     def close(self) -> None:
-        self._leases.close()
+        """Hand back what this consumer still holds (it will not finish it), then close."""
+        held = self._leases.close()
+        if held:  # idle as if abandoned: the next XAUTOCLAIM takes them, not in claim_seconds
+            try:
+                self._redis.xclaim(
+                    self.stream,
+                    self.group,
+                    self.consumer,
+                    0,
+                    held,
+                    idle=self._claim_ms,
+                    justid=True,
+                )
+            except self._errors as exc:
+                self._unreachable(exc)  # they are taken over after claim_seconds instead
         self._redis.close()
 
     def _check(self) -> None:

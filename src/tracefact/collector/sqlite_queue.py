@@ -150,10 +150,17 @@ class SqliteQueue:
         return "sqlite queue closed" if self._closed else None
 
     def close(self) -> None:
-        self._leases.close()
+        """Hand back what this process still holds (it will not finish it), then close."""
+        held = self._leases.close()
         with self._stored:
             if self._closed:
                 return
+            if held:  # leases end now: the next consumer need not wait `lease_seconds`
+                with self._transaction():
+                    self._db.executemany(
+                        "UPDATE entries SET lease_until = 0 WHERE id = ?",
+                        [(int(entry_id),) for entry_id in held],
+                    )
             self._closed = True
             self._stored.notify_all()
             self._db.close()

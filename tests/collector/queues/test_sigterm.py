@@ -2,9 +2,10 @@
 
 A collector or worker told to stop while its LLM spans are still being evaluated (an
 evaluator that waits a minute, `drain_seconds` 1) must not send them on with status
-`shutdown` when its queue is durable: it leaves their entries unacknowledged, and the
-next consumer evaluates them (status ok). Their spans that already left arrive twice,
-within the count of `tracefact.collector.spans.redelivered`. On the memory queue nothing
+`shutdown` when its queue is durable: it leaves their entries unacknowledged and hands
+them back, and the next consumer evaluates them (status ok) without waiting for a lease.
+Their spans that already left arrive twice, within the count of
+`tracefact.collector.spans.redelivered`. On the memory queue nothing
 else would ever deliver them, so they go on with status `shutdown`, as before.
 Run by `make test-queues` (collector subprocesses, a real Redis), not by `make test`.
 """
@@ -52,12 +53,19 @@ def started() -> Iterator[list[processes.CollectorProcess]]:
     processes.stop(running)
 
 
+LEASE = 120
+"""Seconds a lease lasts: longer than the tests wait, so only the hand-back on a drained
+exit explains the next consumer getting the entries in time."""
+
+
 def redis_keys(server: RedisServer, consume: bool = True) -> dict[str, Any]:
-    return {"queue": "redis", "redis": {"url": server.url, "claim_seconds": 1, "consume": consume}}
+    settings = {"url": server.url, "claim_seconds": LEASE, "consume": consume}
+    return {"queue": "redis", "redis": settings}
 
 
 def sqlite_keys(tmp_path: Path) -> dict[str, Any]:
-    return {"queue": "sqlite", "sqlite": {"path": str(tmp_path / "queue.db"), "lease_seconds": 1}}
+    settings = {"path": str(tmp_path / "queue.db"), "lease_seconds": LEASE}
+    return {"queue": "sqlite", "sqlite": settings}
 
 
 def terminate_in_time(process: processes.CollectorProcess) -> None:
