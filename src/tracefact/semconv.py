@@ -254,6 +254,9 @@ REJECT_MALFORMED: Final = "malformed"
 REJECT_FULL: Final = "full"
 """The request queue or the forwarding buffer is at its bound (429 / RESOURCE_EXHAUSTED)."""
 REJECT_SHUTDOWN: Final = "shutdown"
+REJECT_UNAVAILABLE: Final = "unavailable"
+"""The request queue's store cannot take requests now (Redis unreachable): 503 +
+Retry-After / UNAVAILABLE + RetryInfo, and `/readyz` answers 503 while it lasts."""
 METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"
 """Counter: upstream requests retried after a transient failure, by `upstream`."""
 METRIC_COLLECTOR_UPSTREAM_FAILED = "tracefact.collector.upstream.failed"
@@ -282,6 +285,10 @@ METRIC_COLLECTOR_REDELIVERED = "tracefact.collector.spans.redelivered"
 """Counter: spans of queue entries handed out again (a consumer died or lost its
 acknowledgement before all of the entry's spans were acknowledged): each may reach the
 upstream twice. Durable queues deliver at least once; this counts the possible duplicates."""
+METRIC_COLLECTOR_REQUEUED = "tracefact.collector.requests.requeued"
+"""Counter: durable-queue entries a consumer left unacknowledged at shutdown, because an
+LLM span of theirs was not evaluated (or spans were not forwarded) by the drain deadline:
+the queue hands them to another consumer, whose `spans.redelivered` counts them again."""
 METRIC_COLLECTOR_EXPIRED = "tracefact.collector.spans.expired"
 """Counter: LLM spans a durable queue held too long or handed out too often, forwarded
 unevaluated, by `reason`: QUEUE_AGE_ERROR (taken later than `queue_max_age_seconds` after

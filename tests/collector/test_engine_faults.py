@@ -22,7 +22,7 @@ class FailsOnce(Forwarder):
 
     failed = False
 
-    def send(self, payload: bytes, spans: int, on_done: Callable[[], None] | None) -> None:
+    def send(self, payload: bytes, spans: int, on_done: Callable[[bool], None] | None) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("injected routing fault")

@@ -48,13 +48,19 @@ class Leases:
         with self._lock:
             self._held.discard(entry_id)
 
-    def close(self) -> None:
-        """Stop renewing: what is still held expires in the backend and is handed out again."""
+    def close(self) -> list[str]:
+        """Stop renewing; the ids still held, which the backend may hand back at once.
+
+        Otherwise they expire there and are handed out again after the lease.
+        """
         self._stop.set()
         with self._lock:
             thread, self._thread = self._thread, None
+            held = sorted(self._held)
+            self._held.clear()
         if thread is not None:
             thread.join()
+        return held
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

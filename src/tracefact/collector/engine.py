@@ -22,6 +22,11 @@ takes entries only while fewer than `max_in_flight` LLM spans are in the pipelin
 the window has room (`window_max_spans`), and due spans stay in the window while the
 pipeline is full, so several workers share a stream and none drops what another could
 evaluate.
+At shutdown with a durable queue, an entry with an LLM span not evaluated by the drain
+deadline (or spans the forwarder could not send by then) is not acknowledged: the queue
+hands it to another consumer, which evaluates it; its spans that already left are then
+counted as redelivered. The memory queue has no other consumer: such spans go on with
+status `shutdown`.
 An entry handed out again (its consumer died) counts its spans as possible duplicates;
 LLM spans of an entry older than `max_age_seconds` go on unevaluated, status `timeout`,
 and those of an entry handed out more than `max_deliveries` times, status `error`.
@@ -63,24 +68,46 @@ IDLE_SECONDS = 0.05
 
 
 class Tracker:
-    """An entry's spans still to leave upstream; the entry is acknowledged at zero."""
+    """An entry's spans still to leave upstream; the entry is acknowledged at zero.
 
-    __slots__ = ("_ack", "_left", "_lock", "entry_id")
+    With a durable queue (`keep` given), a span that could not leave by the drain
+    deadline (evaluation or forwarding cut off) keeps the entry: it is never acknowledged
+    here, so the queue hands it to another consumer, which evaluates and forwards it.
+    """
 
-    def __init__(self, entry_id: str, ack: Callable[[str], None]) -> None:
+    __slots__ = ("_ack", "_keep", "_kept", "_left", "_lock", "entry_id")
+
+    def __init__(
+        self,
+        entry_id: str,
+        ack: Callable[[str], None],
+        keep: Callable[[str], None] | None = None,
+    ) -> None:
         self.entry_id = entry_id
         self._ack = ack
+        self._keep = keep
+        self._kept = False
         self._left = 1  # held by the router until it has counted every span
         self._lock = threading.Lock()
+
+    @property
+    def keeps(self) -> bool:
+        """True when a span cut off at shutdown leaves the entry to another consumer."""
+        return self._keep is not None
 
     def add(self, spans: int) -> None:
         with self._lock:
             self._left += spans
 
-    def done(self, spans: int = 1) -> None:
+    def done(self, spans: int = 1, settled: bool = True) -> None:
+        """`spans` left upstream (`settled`), or were cut off by the drain deadline."""
         with self._lock:
             self._left -= spans
-            finished = self._left == 0
+            newly_kept = not settled and self._keep is not None and not self._kept
+            self._kept = self._kept or newly_kept
+            finished = self._left == 0 and not self._kept
+        if newly_kept and self._keep is not None:
+            self._keep(self.entry_id)
         if finished:
             self._ack(self.entry_id)
 
@@ -144,6 +171,10 @@ class Results(SpanProcessor):
             payload = spans.request_of(span).SerializeToString()
             self.forwarder.send(payload, 1, None)
             return
+        status = (span.attributes or {}).get(semconv.EVAL_STATUS)
+        if status == semconv.STATUS_SHUTDOWN and held.tracker.keeps:
+            held.tracker.done(1, settled=False)  # evaluated by the entry's next consumer
+            return
         try:
             spans.add_results(held.span, held.keys, held.events, span)
         except Exception:  # an unencodable result must not cost the span itself
@@ -152,7 +183,7 @@ class Results(SpanProcessor):
 
     def forward(self, held: Held) -> None:
         payload = spans.single_request(held.resource_spans, held.scope_spans, held.span)
-        self.forwarder.send(payload, 1, held.tracker.done)
+        self.forwarder.send(payload, 1, _done(held.tracker, 1))
 
 
 class Engine:
@@ -188,6 +219,9 @@ class Engine:
         self._waiting: Counter[int] = Counter()  # LLM spans in the window, per trace
         self._llm_spans: dict[int, set[int]] = {}  # their span ids, while any waits
         self._forgets: deque[tuple[float, int]] = deque()  # (when, trace id) of ended roots
+        self.kept = 0
+        """Entries left unacknowledged at shutdown for another consumer."""
+        self._kept_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracefact-engine", daemon=True)
 
@@ -205,12 +239,22 @@ class Engine:
         self._thread.join(timeout)
 
     def drain(self) -> None:
-        """Route every entry left in the queue and release the whole window now."""
-        # A durable queue keeps what nobody took: it waits there for the next consumer.
+        """Route every entry left in the queue and release the whole window now.
+
+        A durable queue keeps what nobody took, and the entries of window spans the
+        pipeline has no room for: they wait there for the next consumer.
+        """
         while not self.queue.durable and (entries := self.queue.get(ENTRIES_PER_TAKE, 0)):
             for entry in entries:
                 self.route(entry)
         self._release(float("inf"))
+        while self._window:  # durable only: `_release` stops at a full pipeline
+            self._window.popleft().tracker.done(1, settled=False)
+
+    def _keep(self, entry_id: str) -> None:
+        with self._kept_lock:
+            self.kept += 1
+        self.metrics.requeued.add(1)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -266,7 +310,7 @@ class Engine:
     # --- routing ---------------------------------------------------------------------
     def route(self, entry: Entry) -> None:
         """Forward what passes through, remember documents, hold LLM spans."""
-        tracker = Tracker(entry.id, self.queue.ack)
+        tracker = self._tracker(entry)
         request = entry.request
         due = time.monotonic() + self.window_seconds
         expired = self._expired(entry)
@@ -318,12 +362,15 @@ class Engine:
         Spans of it that were already forwarded or held may then arrive twice: better
         twice than never.
         """
-        tracker = Tracker(entry.id, self.queue.ack)
+        tracker = self._tracker(entry)
         count = sum(len(s.spans) for r in entry.request.resource_spans for s in r.scope_spans)
         tracker.add(count)
         if count:
             self.forwarder.send(entry.request.SerializeToString(), count, _done(tracker, count))
         tracker.done(1)
+
+    def _tracker(self, entry: Entry) -> Tracker:
+        return Tracker(entry.id, self.queue.ack, self._keep if self.queue.durable else None)
 
     def _role(self, span: Span) -> str | None:
         """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
@@ -460,5 +507,5 @@ _EXPIRED = {
 instead of results, by reason."""
 
 
-def _done(tracker: Tracker, spans: int) -> Callable[[], None]:
-    return lambda: tracker.done(spans)
+def _done(tracker: Tracker, spans: int) -> Callable[[bool], None]:
+    return lambda settled: tracker.done(spans, settled)

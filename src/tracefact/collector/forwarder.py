@@ -4,11 +4,13 @@ Every span handed to `Forwarder.send` either reaches every upstream or is counte
 `tracefact.collector.upstream.failed` and logged: an upstream that is down holds its
 spans and retries them with backoff (`tracefact._retry`), a permanent refusal (a 400) is
 counted as `rejected`, and spans still held when the drain deadline passes are counted
-as `shutdown`. During the drain every upstream call is bounded by the time left; a call
-already under way when the drain began (bounded only by the upstream's timeout) is
-abandoned at the deadline, its spans counted as `shutdown`, so the process exits in time.
-The buffer is bounded in spans and bytes; the receivers refuse new data (429) while it
-is full, so a long outage fills it and then pushes back on the clients.
+as `shutdown` (their `on_done` hears they were cut off: a durable queue then keeps
+their entry for another consumer instead of acknowledging it). During the drain
+every upstream call is bounded by the time left; a call already under way when the
+drain began (bounded only by the upstream's timeout) is abandoned at the deadline,
+its spans counted as `shutdown`, so the process exits in time. The buffer is
+bounded in spans and bytes; the receivers refuse new data (429) while it is full,
+so a long outage fills it and then pushes back on the clients.
 
 Payloads are encoded `ExportTraceServiceRequest`s. A batch is their concatenation: in
 protobuf's wire format concatenated messages merge, and repeated fields (the request's
@@ -156,13 +158,24 @@ class GrpcUpstream:
 
 @dataclass(slots=True)
 class Parcel:
-    """Encoded spans on their way; `on_done` runs once every upstream is done with them."""
+    """Encoded spans on their way; `on_done` runs once every upstream is done with them.
+
+    It is told whether they were settled (sent, or refused for good) or cut off by the
+    drain deadline before some upstream had them.
+    """
 
     payload: bytes
     spans: int
-    on_done: Callable[[], None] | None
+    on_done: Callable[[bool], None] | None
     left: int = 0
+    cut: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _cut(parcel: Parcel) -> None:
+    """The drain deadline took `parcel` from an upstream before it had it."""
+    with parcel.lock:
+        parcel.cut = True
 
 
 class Sender:
@@ -219,6 +232,7 @@ class Sender:
             error = "the drain deadline passed during an upstream call"
             self._lost(sum(p.spans for p in left), semconv.UPSTREAM_SHUTDOWN, error)
             for parcel in left:
+                _cut(parcel)
                 self._done(parcel)
         if not self._thread.is_alive():  # else it is still using the client: exit frees it
             self.client.close()
@@ -291,6 +305,9 @@ class Sender:
         """Count a batch's outcome, unless `join` already counted it as lost; False then."""
         if not self._settle(batch):
             return False
+        if reason == semconv.UPSTREAM_SHUTDOWN:
+            for parcel in batch:
+                _cut(parcel)
         if forwarded is not None:
             self.metrics.forwarded.add(forwarded, self.attributes)
         if lost:
@@ -337,7 +354,7 @@ class Forwarder:
         """At a bound: the receivers refuse new requests until it drains."""
         return self.spans >= self.options.max_spans or self.bytes >= self.options.max_bytes
 
-    def send(self, payload: bytes, spans: int, on_done: Callable[[], None] | None) -> None:
+    def send(self, payload: bytes, spans: int, on_done: Callable[[bool], None] | None) -> None:
         """Queue encoded spans for every upstream. Never blocks, never refuses."""
         parcel = Parcel(payload, spans, on_done, left=len(self.senders))
         with self._lock:
@@ -350,13 +367,14 @@ class Forwarder:
         with parcel.lock:
             parcel.left -= 1
             last = parcel.left == 0
+            settled = not parcel.cut
         if not last:
             return
         with self._lock:
             self.spans -= parcel.spans
             self.bytes -= len(parcel.payload)
         if parcel.on_done is not None:
-            parcel.on_done()
+            parcel.on_done(settled)
 
     def close(self, deadline: float) -> None:
         """Send what is held until `deadline` (monotonic); count what is left as lost."""

@@ -58,5 +58,9 @@ class MemoryQueue:
         with self._ready:
             return len(self._unacked)
 
+    def unavailable(self) -> str | None:
+        """Never: memory is always there (when full, `put` says so)."""
+        return None
+
     def close(self) -> None:
         """Nothing to release: what is held is lost with the process."""

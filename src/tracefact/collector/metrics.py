@@ -52,6 +52,11 @@ class CollectorMetrics:
             unit="{span}",
             description="spans of queue entries handed out again: possible duplicates",
         )
+        self.requeued = meter.create_counter(
+            semconv.METRIC_COLLECTOR_REQUEUED,
+            unit="{request}",
+            description="queue entries left unacknowledged at shutdown for another consumer",
+        )
         self.expired = meter.create_counter(
             semconv.METRIC_COLLECTOR_EXPIRED,
             unit="{span}",

@@ -79,8 +79,19 @@ class RequestQueue(Protocol):
         """Entries stored and not yet acknowledged."""
         ...
 
+    def unavailable(self) -> str | None:
+        """Why the store cannot take requests now (`put` would raise `QueueUnavailable`).
+
+        None while it can. `/readyz` asks, so that a load balancer sends elsewhere.
+        """
+        ...
+
     def close(self) -> None:
-        """Release connections and files; entries not acknowledged stay (durable backends)."""
+        """Release connections and files; entries not acknowledged stay (durable backends).
+
+        Durable backends hand the entries this process took and did not acknowledge back
+        at once, so the next consumer need not wait for their leases to run out.
+        """
         ...
 
 

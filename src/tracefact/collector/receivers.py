@@ -12,13 +12,15 @@ refused gets a status saying why, and is counted by reason:
 | not a valid OTLP message, bad chunked body | 400 | INVALID_ARGUMENT |
 | neither Content-Length nor chunked | 411 | - |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
+| queue's store unreachable (Redis down) | 503 + Retry-After | UNAVAILABLE + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
 
 A body comes with a Content-Length or `Transfer-Encoding: chunked` (see `chunked`); a
 chunked one is refused with 413 as soon as a chunk would pass the limit.
 
-The HTTP receiver also serves `/healthz` (the process is up), `/readyz` (accepting and
-not full) and `/metrics` (Prometheus).
+The HTTP receiver also serves `/healthz` (the process is up), `/readyz` (200 while
+accepting, not full and the queue's store is reachable; otherwise 503 with the reason in
+its JSON body) and `/metrics` (Prometheus).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from tracefact.collector.decode import (
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.limits import apply_limits
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.queue import QueueFull, RequestQueue
+from tracefact.collector.queue import QueueFull, QueueUnavailable, RequestQueue
 from tracefact.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 logger = logging.getLogger("tracefact.collector")
@@ -100,8 +102,14 @@ class Ingest:
         given = (authorization or "").strip().encode()
         return hmac.compare_digest(given, self._expected)
 
-    def ready(self) -> bool:
-        return self.accepting and not self.forwarder.full()
+    def unready(self) -> str | None:
+        """Why `/readyz` answers 503 (draining, full, the queue unavailable), or None."""
+        if not self.accepting:
+            return "shutting down"
+        if self.forwarder.full():
+            return "forwarding buffer full"
+        reason = self.queue.unavailable()
+        return None if reason is None else f"queue unavailable: {reason}"
 
     def reject(self, protocol: str, reason: str) -> None:
         self.metrics.rejected.add(1, {"protocol": protocol, "reason": reason})
@@ -134,6 +142,8 @@ class Ingest:
             return  # nothing to forward
         try:
             self.queue.put(request)
+        except QueueUnavailable as exc:
+            raise Refused(semconv.REJECT_UNAVAILABLE, str(exc), exc.retry_after_seconds) from None
         except QueueFull as exc:
             raise Refused(semconv.REJECT_FULL, str(exc), exc.retry_after_seconds) from None
         self.metrics.received.add(limited.spans, {"protocol": protocol})
@@ -183,9 +193,12 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._reply(200, b'{"status": "ok"}\n', "application/json")
         elif path == "/readyz":
-            ready = self.ingest.ready()
-            body = b'{"status": "ready"}\n' if ready else b'{"status": "not ready"}\n'
-            self._reply(200 if ready else 503, body, "application/json")
+            reason = self.ingest.unready()
+            state = (
+                {"status": "ready"} if reason is None else {"status": "not ready", "reason": reason}
+            )
+            body = json.dumps(state).encode() + b"\n"
+            self._reply(200 if reason is None else 503, body, "application/json")
         elif path == "/metrics":
             self._reply(200, type(self).render(), METRICS_CONTENT_TYPE)
         else:
@@ -204,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(exc.status, exc.message, media)
         except Refused as exc:
             self.ingest.reject("http", exc.reason)
-            status = 503 if exc.reason == semconv.REJECT_SHUTDOWN else 429
+            status = 429 if exc.reason == semconv.REJECT_FULL else 503
             headers = {}
             if exc.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -355,22 +368,22 @@ class _Servicer:
             self.ingest.accept(request, "grpc")
         except Refused as exc:
             self.ingest.reject("grpc", exc.reason)
-            if exc.retry_after is None:
-                context.abort(codes.UNAVAILABLE, exc.message)
-            else:
-                context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after))
-                context.abort(codes.RESOURCE_EXHAUSTED, exc.message)
+            full = exc.reason == semconv.REJECT_FULL
+            if exc.retry_after is not None:
+                code = code_pb2.RESOURCE_EXHAUSTED if full else code_pb2.UNAVAILABLE
+                context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after, code))
+            context.abort(codes.RESOURCE_EXHAUSTED if full else codes.UNAVAILABLE, exc.message)
         return ExportTraceServiceResponse()
 
 
-def _retry_metadata(message: str, seconds: float) -> tuple[tuple[str, bytes], ...]:
+def _retry_metadata(message: str, seconds: float, code: int) -> tuple[tuple[str, bytes], ...]:
     """A RetryInfo, where OpenTelemetry's exporters look for it (both places)."""
     whole = int(seconds)
     delay = duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
     retry = error_details_pb2.RetryInfo(retry_delay=delay)
     detail = any_pb2.Any()
     detail.Pack(retry)
-    status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message, details=[detail])
+    status = status_pb2.Status(code=code, message=message, details=[detail])
     return (
         ("google.rpc.retryinfo-bin", retry.SerializeToString()),
         ("grpc-status-details-bin", status.SerializeToString()),

@@ -14,8 +14,10 @@ Durability is Redis's: `put` returns once Redis has the entry in memory. With
 `appendonly yes` it survives a Redis restart (`appendfsync always`: also a power loss;
 `everysec`: up to a second of acknowledged requests may be lost with the machine).
 While Redis is unreachable, `put` raises `QueueUnavailable` (the client is told to retry
-and keeps its data), `get` returns nothing, and an `ack` that fails leaves the entry to
-be taken over later (a counted duplicate, never a loss).
+and keeps its data), `get` returns nothing, an `ack` that fails leaves the entry to
+be taken over later (a counted duplicate, never a loss), and `unavailable` says so (the
+collector's `/readyz` answers 503). `unavailable` asks Redis itself (PING, at most once a
+second): while a load balancer keeps requests away, no `put` would notice that it is back.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from tracefact.collector.queue import Entry, QueueFull, QueueUnavailable, decode
 logger = logging.getLogger(__name__)
 
 _PAYLOAD = b"p"
+_CHECK_SECONDS = 1.0
+"""How often `unavailable` asks Redis; between asks it answers what it last saw."""
 _BOUNDED_XADD = """
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return false end
 return redis.call('XADD', KEYS[1], '*', 'p', ARGV[2])
@@ -113,6 +117,9 @@ class RedisQueue:
         self._depth = 0
         self._group_ready = False
         self._outage = threading.Event()  # set while Redis is unreachable: logged once
+        self._outage_error = ""
+        self._checking = threading.Lock()  # one PING at a time; other callers do not wait
+        self._next_check = 0.0
         self._leases = Leases(self._renew, claim_seconds / 3, name="tracefact-redis-leases")
 
     def put(self, request: ExportTraceServiceRequest) -> None:
@@ -122,7 +129,7 @@ class RedisQueue:
             )
         except self._errors as exc:
             self._unreachable(exc)
-            raise QueueUnavailable("redis unreachable", self._retry_after) from exc
+            raise QueueUnavailable(f"redis unreachable: {exc}", self._retry_after) from exc
         self._reachable()
         if entry_id is None:
             raise QueueFull(self._retry_after)
@@ -172,9 +179,41 @@ class RedisQueue:
             self._unreachable(exc)
         return self._depth
 
+    def unavailable(self) -> str | None:
+        if self._checking.acquire(blocking=False):
+            try:
+                if time.monotonic() >= self._next_check:
+                    self._check()
+                    self._next_check = time.monotonic() + _CHECK_SECONDS
+            finally:
+                self._checking.release()
+        return f"redis unreachable: {self._outage_error}" if self._outage.is_set() else None
+
     def close(self) -> None:
-        self._leases.close()
+        """Hand back what this consumer still holds (it will not finish it), then close."""
+        held = self._leases.close()
+        if held:  # idle as if abandoned: the next XAUTOCLAIM takes them, not in claim_seconds
+            try:
+                self._redis.xclaim(
+                    self.stream,
+                    self.group,
+                    self.consumer,
+                    0,
+                    held,
+                    idle=self._claim_ms,
+                    justid=True,
+                )
+            except self._errors as exc:
+                self._unreachable(exc)  # they are taken over after claim_seconds instead
         self._redis.close()
+
+    def _check(self) -> None:
+        try:
+            self._redis.ping()
+        except self._errors as exc:
+            self._unreachable(exc)
+        else:
+            self._reachable()
 
     def _ensure_group(self) -> None:
         if self._group_ready:
@@ -229,6 +268,7 @@ class RedisQueue:
         self._redis.xclaim(self.stream, self.group, self.consumer, 0, ids, justid=True)
 
     def _unreachable(self, exc: Exception) -> None:
+        self._outage_error = str(exc)
         if not self._outage.is_set():
             self._outage.set()
             logger.warning("redis queue %s unreachable: %s", self.stream, exc)

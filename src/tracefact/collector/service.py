@@ -9,8 +9,10 @@ only receives and stores.
 
 Shutdown (SIGTERM or SIGINT), within `shutdown_seconds`: stop accepting (receivers
 closed), route what the queue still holds and release the window, let evaluations
-finish for the pipeline's `drain_seconds` (the rest go on with status `shutdown`), then
-flush upstream until the deadline; what is still held then is counted and logged.
+finish for the pipeline's `drain_seconds`, then flush upstream until the deadline; what
+is still held then is counted and logged. What did not finish goes on with status
+`shutdown` from a memory queue; a durable queue keeps its entry unacknowledged instead,
+for another consumer (or this one restarted) to evaluate and forward.
 """
 
 from __future__ import annotations
@@ -218,6 +220,11 @@ class Collector:
         if self.processor is not None:
             self.processor.shutdown()  # evaluations get drain_seconds, then `shutdown`
         self.forwarder.close(deadline)
+        if self.engine.kept:
+            logger.warning(
+                "entries left in the queue for another consumer",
+                extra={"event": "requeued", "entries": self.engine.kept},
+            )
         self.queue.close()
         if isinstance(self.store, SharedDocumentStore):
             self.store.close()

@@ -145,11 +145,22 @@ class SqliteQueue:
             (count,) = self._db.execute("SELECT count(*) FROM entries").fetchone()
         return int(count)
 
+    def unavailable(self) -> str | None:
+        """Only once closed: a local file is there, and a full disk fails `put` itself."""
+        return "sqlite queue closed" if self._closed else None
+
     def close(self) -> None:
-        self._leases.close()
+        """Hand back what this process still holds (it will not finish it), then close."""
+        held = self._leases.close()
         with self._stored:
             if self._closed:
                 return
+            if held:  # leases end now: the next consumer need not wait `lease_seconds`
+                with self._transaction():
+                    self._db.executemany(
+                        "UPDATE entries SET lease_until = 0 WHERE id = ?",
+                        [(int(entry_id),) for entry_id in held],
+                    )
             self._closed = True
             self._stored.notify_all()
             self._db.close()

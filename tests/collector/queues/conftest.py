@@ -14,7 +14,7 @@ import pytest
 
 from tests.collector.queues.redis_server import RedisServer, require_redis_server
 
-HEAVY = ["test_crash.py", "test_scale_out.py"]
+HEAVY = ["test_crash.py", "test_scale_out.py", "test_sigterm.py"]
 collect_ignore = [] if os.environ.get("TRACEFACT_QUEUE_CRASH_TESTS") == "1" else HEAVY
 
 

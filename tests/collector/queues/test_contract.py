@@ -63,6 +63,7 @@ def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 
 def test_a_request_comes_back_whole_once_and_is_forgotten_when_acknowledged(opener: Opener) -> None:
     queue = opener()
+    assert queue.unavailable() is None  # its store is there: `/readyz` may say ready
     sent = request(1, spans=3)
     before = time.time()
     queue.put(sent)
@@ -127,7 +128,7 @@ def test_an_entry_of_a_consumer_that_died_comes_again_with_its_delivery_counted(
     dead = durable(lease_seconds=0.5)
     dead.put(request(1))
     [taken] = dead.get(1, 1.0)
-    dead.close()  # stops renewing, as a killed process does, and never acknowledges
+    dead.close()  # hands the entry back, as a stopped process does, never acknowledging
 
     survivor = durable(lease_seconds=0.5)
     again = survivor.get(1, 10.0)
@@ -136,6 +137,24 @@ def test_an_entry_of_a_consumer_that_died_comes_again_with_its_delivery_counted(
     assert again[0].request == taken.request
     assert again[0].stored_at == pytest.approx(taken.stored_at)
     survivor.ack(taken.id)
+    assert survivor.depth() == 0
+
+
+def test_a_closed_consumer_hands_back_what_it_held_without_waiting_for_the_lease(
+    durable: Opener,
+) -> None:
+    """A consumer stopped mid-work (SIGTERM) lets the next one start on it right away."""
+    stopping = durable(lease_seconds=60)
+    stopping.put(request(1))
+    stopping.put(request(2))
+    first, second = stopping.get(2, 1.0)
+    stopping.ack(first.id)
+    stopping.close()
+
+    survivor = durable(lease_seconds=60)
+    again = survivor.get(2, 5.0)  # a tenth of the lease: only the hand-back explains it
+    assert [(e.id, e.deliveries) for e in again] == [(second.id, 2)]
+    survivor.ack(second.id)
     assert survivor.depth() == 0
 
 

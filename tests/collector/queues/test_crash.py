@@ -142,8 +142,12 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     assert_llm_spans_evaluated_with_their_documents(upstream, traces)
 
 
-def redis_queue(server: RedisServer, consume: bool = True) -> dict[str, object]:
-    return {"queue": "redis", "redis": {"url": server.url, "claim_seconds": 1, "consume": consume}}
+def redis_queue(
+    server: RedisServer, consume: bool = True, claim_seconds: float = 1
+) -> dict[str, object]:
+    """A short claim time, so a dead consumer's entries move on quickly."""
+    redis = {"url": server.url, "claim_seconds": claim_seconds, "consume": consume}
+    return {"queue": "redis", "redis": redis}
 
 
 def test_redis_worker_killed_mid_evaluation_another_worker_takes_over(
@@ -228,9 +232,9 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     collectors = [start("collector", tmp_path / f"c{i}.yaml", receive_only) for i in (1, 2)]
     # Each worker evaluates 4 LLM spans at a time and holds at most 16 in its window: the
     # rest wait in Redis for either. The senders drift apart: a window of 3 s covers it.
-    settings = processes.config(
-        upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **redis_queue(redis_server)
-    )
+    # Nobody dies here: a claim time no busy machine reaches, so nothing is taken twice.
+    queue = redis_queue(redis_server, claim_seconds=60)
+    settings = processes.config(upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **queue)
     settings["evaluation"]["window_max_spans"] = 16
     workers = [start("worker", tmp_path / f"w{i}.yaml", settings) for i in (1, 2)]
     started += collectors + workers

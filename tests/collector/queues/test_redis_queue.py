@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from tests.collector.harness import wait_until
 from tests.collector.queues.backends import names, request
 from tests.collector.queues.redis_server import RedisServer
 from tracefact.collector.queue import QueueFull, QueueUnavailable
@@ -17,6 +18,7 @@ def test_while_redis_is_down_put_asks_to_retry_and_get_returns_nothing(
     queue = RedisQueue(redis_server.url, socket_timeout_seconds=1.0)
     queue.put(request(1))
     assert queue.depth() == 1
+    assert queue.unavailable() is None
     redis_server.stop()
 
     with pytest.raises(QueueUnavailable) as refused:
@@ -26,8 +28,11 @@ def test_while_redis_is_down_put_asks_to_retry_and_get_returns_nothing(
     assert refused.value.retry_after_seconds > 0
     assert queue.get(10, 0.3) == []
     assert "unreachable" in caplog.text
+    assert str(queue.unavailable()).startswith("redis unreachable: ")
 
     redis_server.start()  # its append-only file brings the stored request back
+    # Asked without any put or get: a probe alone sees Redis back (within a second).
+    assert wait_until(lambda: queue.unavailable() is None, timeout=5)
     [entry] = queue.get(10, 2.0)
     assert names(entry.request) == ["span-1-0"]
     queue.ack(entry.id)
