@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.collector.queues import processes
 from tests.collector.queues.redis_server import RedisServer, require_redis_server
+from tests.fakes.otlp import OTLPReceiver, otlp_receiver
 
 HEAVY = ["test_crash.py", "test_scale_out.py", "test_sigterm.py"]
 collect_ignore = [] if os.environ.get("TRACEFACT_QUEUE_CRASH_TESTS") == "1" else HEAVY
@@ -26,3 +28,17 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def upstream() -> Iterator[OTLPReceiver]:
+    with otlp_receiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def started() -> Iterator[list[processes.CollectorProcess]]:
+    """Every process a test starts, stopped (or reaped, when killed) at its end."""
+    running: list[processes.CollectorProcess] = []
+    yield running
+    processes.stop(running)

@@ -21,6 +21,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from tests.collector.harness import TRACEFACT, CollectorProcess, attributes, write_config
+from tests.collector.queues.redis_server import RedisServer
 from tests.fakes.otlp import OTLPReceiver
 from tracefact import semconv
 
@@ -185,3 +186,22 @@ def llm_statuses(upstream: OTLPReceiver) -> dict[bytes, list[str]]:
 
 def span_id(trace: int, number: int) -> bytes:
     return (trace * 16 + number).to_bytes(8, "big")
+
+
+def sent_ids(traces: range) -> set[bytes]:
+    """The ids of the three spans `trace_requests` sends per trace."""
+    return {span_id(t, n) for t in traces for n in (2, 3, 4)}
+
+
+def redis_keys(
+    server: RedisServer, consume: bool = True, claim_seconds: float = 1
+) -> dict[str, Any]:
+    """`queue: redis` on `server`; a short claim time moves a dead consumer's entries on."""
+    settings = {"url": server.url, "claim_seconds": claim_seconds, "consume": consume}
+    return {"queue": "redis", "redis": settings}
+
+
+def sqlite_keys(path: Path, lease_seconds: float = 1) -> dict[str, Any]:
+    """`queue: sqlite` in `path`'s folder; a short lease moves a dead consumer's entries on."""
+    settings = {"path": str(path / "queue.db"), "lease_seconds": lease_seconds}
+    return {"queue": "sqlite", "sqlite": settings}

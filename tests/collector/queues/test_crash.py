@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,35 +23,20 @@ from tests.collector.queues.processes import (
     counter,
     kill,
     llm_statuses,
+    redis_keys,
     send,
+    sent_ids,
     span_id,
+    sqlite_keys,
     start,
     trace_requests,
 )
 from tests.collector.queues.redis_server import RedisServer
-from tests.fakes.otlp import OTLPReceiver, otlp_receiver
+from tests.fakes.otlp import OTLPReceiver
 from tracefact import semconv
 
 TRACES = 8
 REDELIVERED = semconv.METRIC_COLLECTOR_REDELIVERED
-
-
-@pytest.fixture
-def upstream() -> Iterator[OTLPReceiver]:
-    with otlp_receiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
-def started() -> Iterator[list[processes.CollectorProcess]]:
-    """Every process a test starts, stopped (or reaped, when killed) at its end."""
-    running: list[processes.CollectorProcess] = []
-    yield running
-    processes.stop(running)
-
-
-def sent_ids(traces: range) -> set[bytes]:
-    return {span_id(t, n) for t in traces for n in (2, 3, 4)}
 
 
 def assert_all_arrived_once_or_counted(
@@ -72,10 +56,6 @@ def assert_llm_spans_evaluated_with_their_documents(upstream: OTLPReceiver, trac
         assert set(statuses[span_id(trace, LLM_SPAN)]) == {"ok: 1 contexts"}, trace
 
 
-def sqlite_queue(tmp_path: Path) -> dict[str, object]:
-    return {"queue": "sqlite", "sqlite": {"path": str(tmp_path / "queue.db"), "lease_seconds": 1}}
-
-
 @pytest.mark.parametrize("together", [True, False], ids=["one-request", "two-requests"])
 def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restart(
     tmp_path: Path,
@@ -88,7 +68,7 @@ def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restar
     first = start(
         "collector",
         tmp_path / "a.yaml",
-        processes.config(upstream.endpoint, 60, **sqlite_queue(tmp_path)),
+        processes.config(upstream.endpoint, 60, **sqlite_keys(tmp_path)),
     )
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=together)))
@@ -99,7 +79,7 @@ def test_sqlite_collector_killed_mid_evaluation_forwards_everything_after_restar
     second = start(
         "collector",
         tmp_path / "b.yaml",
-        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+        processes.config(upstream.endpoint, 0.01, **sqlite_keys(tmp_path)),
     )
     started.append(second)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -120,7 +100,7 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     first = start(
         "collector",
         tmp_path / "a.yaml",
-        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+        processes.config(upstream.endpoint, 0.01, **sqlite_keys(tmp_path)),
     )
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=True)))
@@ -132,7 +112,7 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     second = start(
         "collector",
         tmp_path / "b.yaml",
-        processes.config(upstream.endpoint, 0.01, **sqlite_queue(tmp_path)),
+        processes.config(upstream.endpoint, 0.01, **sqlite_keys(tmp_path)),
     )
     started.append(second)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -142,14 +122,6 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     assert_llm_spans_evaluated_with_their_documents(upstream, traces)
 
 
-def redis_queue(
-    server: RedisServer, consume: bool = True, claim_seconds: float = 1
-) -> dict[str, object]:
-    """A short claim time, so a dead consumer's entries move on quickly."""
-    redis = {"url": server.url, "claim_seconds": claim_seconds, "consume": consume}
-    return {"queue": "redis", "redis": redis}
-
-
 def test_redis_worker_killed_mid_evaluation_another_worker_takes_over(
     tmp_path: Path,
     upstream: OTLPReceiver,
@@ -157,12 +129,12 @@ def test_redis_worker_killed_mid_evaluation_another_worker_takes_over(
     started: list[processes.CollectorProcess],
 ) -> None:
     traces = range(1, TRACES + 1)
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     slow = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, 60, **redis_queue(redis_server)),
+        processes.config(upstream.endpoint, 60, **redis_keys(redis_server)),
     )
     started += [collector, slow]
     # The LLM span's request first, its retriever span's second: they meet through Redis.
@@ -173,7 +145,7 @@ def test_redis_worker_killed_mid_evaluation_another_worker_takes_over(
     fast = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
     )
     started.append(fast)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -194,12 +166,12 @@ def test_redis_worker_and_collector_killed_mid_forwarding_lose_nothing(
 ) -> None:
     traces = range(1, TRACES + 1)
     upstream.fail_with = 503
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     worker = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
     )
     started += [collector, worker]
     send(collector, (r for t in traces for r in trace_requests(t, together=False)))
@@ -211,7 +183,7 @@ def test_redis_worker_and_collector_killed_mid_forwarding_lose_nothing(
     restarted = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
     )
     started.append(restarted)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -228,12 +200,12 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     started: list[processes.CollectorProcess],
 ) -> None:
     traces = range(1, 4 * TRACES + 1)
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
     collectors = [start("collector", tmp_path / f"c{i}.yaml", receive_only) for i in (1, 2)]
     # Each worker evaluates 4 LLM spans at a time and holds at most 16 in its window: the
     # rest wait in Redis for either. The senders drift apart: a window of 3 s covers it.
     # Nobody dies here: a claim time no busy machine reaches, so nothing is taken twice.
-    queue = redis_queue(redis_server, claim_seconds=60)
+    queue = redis_keys(redis_server, claim_seconds=60)
     settings = processes.config(upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **queue)
     settings["evaluation"]["window_max_spans"] = 16
     workers = [start("worker", tmp_path / f"w{i}.yaml", settings) for i in (1, 2)]
@@ -267,13 +239,13 @@ def test_llm_spans_older_than_the_maximum_age_go_on_unevaluated_as_timeout(
     started: list[processes.CollectorProcess],
 ) -> None:
     traces = range(1, TRACES + 1)
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server, False))
+    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     started.append(collector)
     send(collector, (r for t in traces for r in trace_requests(t, together=True)))
     time.sleep(1.5)  # no worker yet: the requests age in Redis
 
-    late = processes.config(upstream.endpoint, 0.01, **redis_queue(redis_server))
+    late = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server))
     worker = start("worker", tmp_path / "w.yaml", {**late, "queue_max_age_seconds": 1})
     started.append(worker)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -291,7 +263,7 @@ def test_a_request_every_consumer_died_with_goes_on_unevaluated(
     tmp_path: Path, upstream: OTLPReceiver, started: list[processes.CollectorProcess]
 ) -> None:
     traces = range(1, 3)
-    settings = processes.config(upstream.endpoint, 60, **sqlite_queue(tmp_path))
+    settings = processes.config(upstream.endpoint, 60, **sqlite_keys(tmp_path))
     first = start("collector", tmp_path / "a.yaml", {**settings, "queue_max_deliveries": 1})
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=True)))

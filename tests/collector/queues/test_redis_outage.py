@@ -22,17 +22,11 @@ from tests.collector.harness import wait_until
 from tests.collector.queues import processes
 from tests.collector.queues.processes import arrivals, send, start, trace_requests
 from tests.collector.queues.redis_server import RedisServer
-from tests.fakes.otlp import OTLPReceiver, otlp_receiver
+from tests.fakes.otlp import OTLPReceiver
 from tracefact import semconv
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-
-
-@pytest.fixture
-def upstream() -> Iterator[OTLPReceiver]:
-    with otlp_receiver() as receiver:
-        yield receiver
 
 
 @pytest.fixture

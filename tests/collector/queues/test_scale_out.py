@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.collector.harness import TRACEFACT, CollectorProcess, wait_until
@@ -56,13 +54,6 @@ def start(name: str, redis_url: str, upstream: str) -> CollectorProcess:
     started = CollectorProcess(process)
     started.wait_listening()
     return started
-
-
-@pytest.fixture
-def started() -> Iterator[list[CollectorProcess]]:
-    running: list[CollectorProcess] = []
-    yield running
-    processes.stop(running)
 
 
 def test_compose_services_read_the_scale_configuration_as_intended() -> None:

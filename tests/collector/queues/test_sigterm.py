@@ -13,11 +13,7 @@ Run by `make test-queues` (collector subprocesses, a real Redis), not by `make t
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.collector.harness import wait_until
 from tests.collector.queues import processes
@@ -26,13 +22,16 @@ from tests.collector.queues.processes import (
     arrivals,
     counter,
     llm_statuses,
+    redis_keys,
     send,
+    sent_ids,
     span_id,
+    sqlite_keys,
     start,
     trace_requests,
 )
 from tests.collector.queues.redis_server import RedisServer
-from tests.fakes.otlp import OTLPReceiver, otlp_receiver
+from tests.fakes.otlp import OTLPReceiver
 from tracefact import semconv
 
 TRACES = 6
@@ -40,32 +39,9 @@ SLOW = 60.0
 """Seconds the first consumer's evaluator waits: far past its drain deadline."""
 
 
-@pytest.fixture
-def upstream() -> Iterator[OTLPReceiver]:
-    with otlp_receiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
-def started() -> Iterator[list[processes.CollectorProcess]]:
-    running: list[processes.CollectorProcess] = []
-    yield running
-    processes.stop(running)
-
-
 LEASE = 120
 """Seconds a lease lasts: longer than the tests wait, so only the hand-back on a drained
 exit explains the next consumer getting the entries in time."""
-
-
-def redis_keys(server: RedisServer, consume: bool = True) -> dict[str, Any]:
-    settings = {"url": server.url, "claim_seconds": LEASE, "consume": consume}
-    return {"queue": "redis", "redis": settings}
-
-
-def sqlite_keys(tmp_path: Path) -> dict[str, Any]:
-    settings = {"path": str(tmp_path / "queue.db"), "lease_seconds": LEASE}
-    return {"queue": "sqlite", "sqlite": settings}
 
 
 def terminate_in_time(process: processes.CollectorProcess) -> None:
@@ -80,10 +56,6 @@ def requeued(process: processes.CollectorProcess) -> int:
     return sum(int(e["entries"]) for e in process.events("requeued"))
 
 
-def all_sent(traces: range) -> set[bytes]:
-    return {span_id(t, n) for t in traces for n in (2, 3, 4)}
-
-
 def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_worker(
     tmp_path: Path,
     upstream: OTLPReceiver,
@@ -91,12 +63,14 @@ def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_wor
     started: list[processes.CollectorProcess],
 ) -> None:
     traces = range(1, TRACES + 1)
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
+    receive_only = processes.config(
+        upstream.endpoint, 0.01, **redis_keys(redis_server, False, claim_seconds=LEASE)
+    )
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     slow = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, SLOW, **redis_keys(redis_server)),
+        processes.config(upstream.endpoint, SLOW, **redis_keys(redis_server, claim_seconds=LEASE)),
     )
     started += [collector, slow]
     # Per trace: the LLM span and its child in one entry, the retriever span in another.
@@ -109,10 +83,10 @@ def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_wor
     fast = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
     )
     started.append(fast)
-    assert wait_until(lambda: set(arrivals(upstream)) == all_sent(traces), timeout=30)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
     assert wait_until(lambda: counter(fast, semconv.METRIC_COLLECTOR_REDELIVERED) >= 2 * TRACES)
     redelivered = counter(fast, semconv.METRIC_COLLECTOR_REDELIVERED)
     seen = arrivals(upstream)
@@ -133,12 +107,14 @@ def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
     """Evaluated, but the forwarding was cut off by the drain deadline: kept as well."""
     traces = range(1, TRACES + 1)
     upstream.fail_with = 503
-    receive_only = processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, False))
+    receive_only = processes.config(
+        upstream.endpoint, 0.01, **redis_keys(redis_server, False, claim_seconds=LEASE)
+    )
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     worker = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
     )
     started += [collector, worker]
     send(collector, (r for t in traces for r in trace_requests(t, together=True)))
@@ -152,10 +128,10 @@ def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
     restarted = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
     )
     started.append(restarted)
-    assert wait_until(lambda: set(arrivals(upstream)) == all_sent(traces), timeout=30)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
     assert counter(restarted, semconv.METRIC_COLLECTOR_REDELIVERED) == 3 * TRACES
     assert sum(arrivals(upstream).values()) == 3 * TRACES  # none had arrived before
     for trace in traces:
@@ -169,7 +145,7 @@ def test_sqlite_collector_sigtermed_mid_evaluation_evaluates_them_after_restart(
     first = start(
         "collector",
         tmp_path / "a.yaml",
-        processes.config(upstream.endpoint, SLOW, **sqlite_keys(tmp_path)),
+        processes.config(upstream.endpoint, SLOW, **sqlite_keys(tmp_path, lease_seconds=LEASE)),
     )
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=True)))
@@ -181,10 +157,10 @@ def test_sqlite_collector_sigtermed_mid_evaluation_evaluates_them_after_restart(
     second = start(
         "collector",
         tmp_path / "b.yaml",
-        processes.config(upstream.endpoint, 0.01, **sqlite_keys(tmp_path)),
+        processes.config(upstream.endpoint, 0.01, **sqlite_keys(tmp_path, lease_seconds=LEASE)),
     )
     started.append(second)
-    assert wait_until(lambda: set(arrivals(upstream)) == all_sent(traces), timeout=30)
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
     redelivered = counter(second, semconv.METRIC_COLLECTOR_REDELIVERED)
     assert redelivered == 3 * TRACES  # every span of each kept entry, possibly a duplicate
     seen = arrivals(upstream)
@@ -204,7 +180,7 @@ def test_memory_collector_sigtermed_mid_evaluation_sends_them_on_as_shutdown(
     terminate_in_time(collector)
     assert requeued(collector) == 0
     seen = arrivals(upstream)
-    assert set(seen) == all_sent(traces) and sum(seen.values()) == len(seen)
+    assert set(seen) == sent_ids(traces) and sum(seen.values()) == len(seen)
     for trace in traces:
         [status] = llm_statuses(upstream)[span_id(trace, LLM_SPAN)]
         assert status.startswith(f"{semconv.STATUS_SHUTDOWN}:")
