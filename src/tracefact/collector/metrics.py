@@ -45,7 +45,7 @@ class CollectorMetrics:
         self.limited = meter.create_counter(
             semconv.METRIC_COLLECTOR_LIMITED,
             unit="{attribute}",
-            description="span attributes dropped or truncated by the limits",
+            description="attributes of spans, events, links, resources, scopes dropped or cut",
         )
         self.redelivered = meter.create_counter(
             semconv.METRIC_COLLECTOR_REDELIVERED,
@@ -60,7 +60,7 @@ class CollectorMetrics:
         self.expired = meter.create_counter(
             semconv.METRIC_COLLECTOR_EXPIRED,
             unit="{span}",
-            description="LLM spans older than the queue's maximum age, not evaluated",
+            description="LLM spans sent on unevaluated: too old, or redelivered too often",
         )
 
     def gauge(self, name: str, unit: str, description: str, read: Callable[[], int]) -> None:
