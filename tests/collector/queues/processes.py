@@ -205,3 +205,10 @@ def sqlite_keys(path: Path, lease_seconds: float = 1) -> dict[str, Any]:
     """`queue: sqlite` in `path`'s folder; a short lease moves a dead consumer's entries on."""
     settings = {"path": str(path / "queue.db"), "lease_seconds": lease_seconds}
     return {"queue": "sqlite", "sqlite": settings}
+
+
+def assert_evaluated_once(upstream: OTLPReceiver, traces: range) -> None:
+    """Each trace's LLM span arrived once, evaluated with its retriever's document."""
+    statuses = llm_statuses(upstream)
+    for trace in traces:
+        assert statuses[span_id(trace, LLM_SPAN)] == ["ok: 1 contexts"], trace

@@ -20,6 +20,7 @@ from tests.collector.queues import processes
 from tests.collector.queues.processes import (
     LLM_SPAN,
     arrivals,
+    assert_evaluated_once,
     counter,
     llm_statuses,
     redis_keys,
@@ -93,9 +94,7 @@ def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_wor
     duplicates = sum(seen.values()) - len(seen)
     assert duplicates == TRACES  # the children, forwarded by the first worker already
     assert duplicates <= redelivered == 2 * TRACES
-    statuses = llm_statuses(upstream)
-    for trace in traces:  # once each, evaluated with the retriever's documents
-        assert statuses[span_id(trace, LLM_SPAN)] == ["ok: 1 contexts"], trace
+    assert_evaluated_once(upstream, traces)
 
 
 def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
@@ -134,8 +133,7 @@ def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
     assert counter(restarted, semconv.METRIC_COLLECTOR_REDELIVERED) == 3 * TRACES
     assert sum(arrivals(upstream).values()) == 3 * TRACES  # none had arrived before
-    for trace in traces:
-        assert llm_statuses(upstream)[span_id(trace, LLM_SPAN)] == ["ok: 1 contexts"]
+    assert_evaluated_once(upstream, traces)
 
 
 def test_sqlite_collector_sigtermed_mid_evaluation_evaluates_them_after_restart(
@@ -165,8 +163,7 @@ def test_sqlite_collector_sigtermed_mid_evaluation_evaluates_them_after_restart(
     assert redelivered == 3 * TRACES  # every span of each kept entry, possibly a duplicate
     seen = arrivals(upstream)
     assert sum(seen.values()) - len(seen) == 2 * TRACES  # the two that left before
-    for trace in traces:
-        assert llm_statuses(upstream)[span_id(trace, LLM_SPAN)] == ["ok: 1 contexts"]
+    assert_evaluated_once(upstream, traces)
 
 
 def test_memory_collector_sigtermed_mid_evaluation_sends_them_on_as_shutdown(
