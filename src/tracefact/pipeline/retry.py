@@ -1,7 +1,8 @@
 """Running one evaluator on one case: deadline, retries with backoff, and no exceptions out.
 
 Whatever an evaluator does (raise anything, BaseExceptions included, hang, return
-garbage), the caller gets an `Outcome` with a status.
+garbage, warn under a host that turns warnings into errors), the caller gets an
+`Outcome` with a status.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from tracefact import semconv
 from tracefact._retry import Backoff, is_transient
+from tracefact._warnings import evaluator_warnings
 from tracefact.evaluators.base import (
     EvalCase,
     EvalResult,
@@ -68,7 +70,8 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
         attempt = 0
         while True:
             try:
-                result = await evaluator.evaluate(case)
+                with evaluator_warnings():  # a dependency's warning is not the case's error
+                    result = await evaluator.evaluate(case)
             except asyncio.CancelledError as exc:
                 if _being_cancelled():  # our deadline or shutdown: let it through
                     raise
