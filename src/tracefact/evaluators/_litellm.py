@@ -81,19 +81,20 @@ async def ask_json(
         "max_retries": 0,
         **options,
     }
-    if "response_format" not in kwargs and _supports_json_mode(litellm, model):
-        kwargs["response_format"] = {"type": "json_object"}
-    # Suppressed so that a judge's own call never becomes a traced, evaluated LLM span.
-    with suppress_instrumentation():
+    # Suppressed so that a judge's own call never becomes a traced, evaluated LLM span;
+    # quiet, since looking up a model litellm does not list (a proxy's, a self-hosted
+    # one's) prints a banner, for the JSON mode, the call and its price alike.
+    with suppress_instrumentation(), _quiet_banners(litellm):
+        if "response_format" not in kwargs and _supports_json_mode(litellm, model):
+            kwargs["response_format"] = {"type": "json_object"}
         try:
-            with _quiet_banners(litellm):
-                response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
+            response = await litellm.acompletion(model=model, messages=list(messages), **kwargs)
         except _provider_errors(litellm) as exc:
             mapped = _map_error(litellm, model, exc)
             if isinstance(mapped, CredentialsError):
                 _report_once(mapped)
             raise mapped from exc
-    cost = _cost(litellm, response)
+        cost = _cost(litellm, response)
     try:
         text = _reply_text(response)
         value = parse_reply(text, schema)
@@ -143,8 +144,9 @@ class _BannerSilencer:
     """Sets ``litellm.suppress_debug_info`` while any of our calls is in flight.
 
     litellm prints "Give Feedback / Get Help" and "LiteLLM.Info" to stdout on every
-    failed call; a judge's failure is already on the span. The user's own setting is
-    restored when our last call ends.
+    failed call, and "Provider List" whenever it looks up a model it does not list; a
+    judge's failure is already on the span. The user's own setting is restored when our
+    last call ends.
     """
 
     def __init__(self) -> None:
