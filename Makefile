@@ -1,28 +1,86 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Each sets up .venv first.
+# Every environment is built from a lock in locks/ (exact versions with hashes, installed by
+# uv): what a fresh machine installs is what was tested. pyproject.toml keeps ranges
+# (tracefact is a library); `make lock` refreshes the locks, `make test-latest` tries the
+# newest releases in a throwaway venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# pip must never pick the compromised litellm releases, whatever asks for litellm.
+# uv itself, installed by pip from its own hashed lock (locks/uv.txt).
+UV_HOME := .uv
+UV := $(UV_HOME)/bin/uv
+# pip and uv must never pick the compromised litellm releases, whatever asks for litellm.
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
+export UV_CONSTRAINT := $(CURDIR)/constraints.txt
+# The build backend for editable installs and `make dist`, pinned like everything else.
+export UV_BUILD_CONSTRAINT := $(CURDIR)/locks/build.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export UV_NO_PROGRESS := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
-	prometheus-tools test-prometheus terminal-deps redis-server test-queues
+	prometheus-tools test-prometheus terminal-deps redis-server test-queues lock test-latest \
+	dist test-wheel
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-
-$(VENV)/.runtime: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip install -q -e .
+$(UV): locks/uv.txt
+	rm -rf $(UV_HOME)
+	$(PYTHON) -m venv $(UV_HOME)
+	$(UV_HOME)/bin/python -m pip install -q --require-hashes --no-deps -r locks/uv.txt
 	touch $@
 
-$(VENV)/.dev: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip install -q -e ".[dev]"
+# $(call locked_venv,DIR,LOCK): DIR holds exactly LOCK's packages, plus tracefact editable.
+define locked_venv
+	test -x $(1)/bin/python || $(UV) venv -q --python $(PYTHON) $(1)
+	$(UV) pip sync -q --require-hashes --python $(1)/bin/python $(2)
+	$(UV) pip install -q --no-deps --python $(1)/bin/python -e .
+endef
+
+$(VENV)/.runtime: $(UV) locks/runtime.txt pyproject.toml
+	$(call locked_venv,$(VENV),locks/runtime.txt)
+	rm -f $(VENV)/.dev
+	touch $@
+
+# The dev lock holds the runtime lock's versions, so .venv serves `make demo` too.
+$(VENV)/.dev: $(UV) locks/dev.txt pyproject.toml
+	$(call locked_venv,$(VENV),locks/dev.txt)
 	touch $@ $(VENV)/.runtime
 
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
+
+# Refresh every lock to the newest releases pyproject.toml and the e2e requirements allow.
+# Review the diff and run `make test` (and .ci/run) before committing it.
+LOCK_FLAGS = -q --upgrade --generate-hashes --python-version 3.11 --custom-compile-command "make lock"
+lock: $(UV)
+	$(UV) pip compile $(LOCK_FLAGS) locks/uv.in -o locks/uv.txt
+	$(UV) pip compile $(LOCK_FLAGS) locks/build.in -o locks/build.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev -o locks/dev.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c locks/dev.txt -o locks/runtime.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev --extra instrumentors \
+		-o locks/instrumentors.txt
+	for env in phoenix mlflow browser; do \
+		$(UV) pip compile $(LOCK_FLAGS) e2e/requirements-$$env.txt -o locks/e2e-$$env.txt || exit 1; \
+	done
+
+# The suite against the newest releases, in a throwaway venv: run it before `make lock`, or
+# when a user reports a break with a newer dependency. Not part of .ci/run.
+LATEST_VENV := .venv-latest
+test-latest: $(UV)
+	rm -rf $(LATEST_VENV)
+	$(UV) venv -q --python $(PYTHON) $(LATEST_VENV)
+	$(UV) pip install -q --upgrade --python $(LATEST_VENV)/bin/python -e ".[dev]"
+	$(LATEST_VENV)/bin/ruff check .
+	$(LATEST_VENV)/bin/mypy
+	$(LATEST_VENV)/bin/pytest -q -p no:cacheprovider
+
+# The sdist and the wheel, under dist/.
+dist: $(UV)
+	rm -rf dist
+	$(UV) build -q --python $(PYTHON) --out-dir dist
+
+# The wheel installed (not editable) into a fresh venv, outside any source tree.
+test-wheel: dist $(VENV)/.dev
+	TRACEFACT_WHEEL=$$(ls dist/tracefact-*.whl) TRACEFACT_UV=$(CURDIR)/$(UV) \
+		$(BIN)/pytest -q -p no:cacheprovider tests/release
 
 # The demo writes its spans to a file (OTLP/JSON lines) and ends with the report drawn from it.
 DEMO_OUT := .demo
@@ -51,9 +109,8 @@ terminal-deps:
 # against the fake OpenAI server, in their own virtual environment: they patch the openai SDK.
 INSTRUMENTORS_VENV := .venv-instrumentors
 
-$(INSTRUMENTORS_VENV)/.installed: pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(INSTRUMENTORS_VENV)
-	$(INSTRUMENTORS_VENV)/bin/pip install -q -e ".[dev,instrumentors]"
+$(INSTRUMENTORS_VENV)/.installed: $(UV) locks/instrumentors.txt pyproject.toml
+	$(call locked_venv,$(INSTRUMENTORS_VENV),locks/instrumentors.txt)
 	touch $@
 
 INSTRUMENTOR_NAMES := openinference openai_v2 openllmetry langchain
@@ -99,23 +156,19 @@ bench: setup-dev
 E2E := .e2e
 E2E_ENVS := $(E2E)/phoenix/.installed $(E2E)/mlflow/.installed $(E2E)/browser/.installed
 
-$(E2E)/%/.installed: e2e/requirements-%.txt
+$(E2E)/%/.installed: locks/e2e-%.txt $(UV)
 	rm -rf $(E2E)/$*
-	$(PYTHON) -m venv $(E2E)/$*
-	$(E2E)/$*/bin/pip install -q -r $<
+	$(UV) venv -q --python $(PYTHON) $(E2E)/$*
+	$(UV) pip sync -q --require-hashes --python $(E2E)/$*/bin/python $<
 	touch $@
 
 # Prints how long a step took: $(call timed,what,command)
 timed = @t=$$(date +%s); $(2) && echo "[e2e] $(1): $$(( $$(date +%s) - t ))s"
 
-# The monitoring end to end runs the project's Python with the prometheus extra (and PyYAML).
-$(VENV)/.e2e-prometheus: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip install -q -e ".[prometheus]" "pyyaml>=6"
-	touch $@
-
 # The collector check runs the OpenInference demo app and the collector from the
 # instrumentors' environment (openai, the OpenInference instrumentor, the collector extra).
-e2e: setup $(VENV)/.e2e-prometheus prometheus-tools $(INSTRUMENTORS_VENV)/.installed
+# The monitoring end to end runs the project's Python with the prometheus extra (in the dev lock).
+e2e: setup-dev prometheus-tools $(INSTRUMENTORS_VENV)/.installed
 	$(call timed,chromium from apt,command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation >/dev/null; })
@@ -140,4 +193,4 @@ test-prometheus: prometheus-tools
 	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
-	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(LATEST_VENV) $(UV_HOME) dist $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis
