@@ -9,9 +9,10 @@ BIN := $(VENV)/bin
 # uv itself, installed by pip from its own hashed lock (locks/uv.txt).
 UV_HOME := .uv
 UV := $(UV_HOME)/bin/uv
-# pip and uv must never pick the compromised litellm releases, whatever asks for litellm.
+# pip must never pick the compromised litellm releases, whatever asks for litellm; uv gets the
+# same constraints wherever it resolves (`make lock`, `make test-latest`): a lock is exact.
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
-export UV_CONSTRAINT := $(CURDIR)/constraints.txt
+CONSTRAINTS := constraints.txt
 # The build backend for editable installs and `make dist`, pinned like everything else.
 export UV_BUILD_CONSTRAINT := $(CURDIR)/locks/build.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -49,7 +50,8 @@ setup-dev: $(VENV)/.dev
 
 # Refresh every lock to the newest releases pyproject.toml and the e2e requirements allow.
 # Review the diff and run `make test` (and .ci/run) before committing it.
-LOCK_FLAGS = -q --upgrade --generate-hashes --python-version 3.11 --custom-compile-command "make lock"
+LOCK_FLAGS = -q --upgrade --generate-hashes --python-version 3.11 -c $(CONSTRAINTS) \
+	--custom-compile-command "make lock"
 lock: $(UV)
 	$(UV) pip compile $(LOCK_FLAGS) locks/uv.in -o locks/uv.txt
 	$(UV) pip compile $(LOCK_FLAGS) locks/build.in -o locks/build.txt
@@ -67,7 +69,7 @@ LATEST_VENV := .venv-latest
 test-latest: $(UV)
 	rm -rf $(LATEST_VENV)
 	$(UV) venv -q --python $(PYTHON) $(LATEST_VENV)
-	$(UV) pip install -q --upgrade --python $(LATEST_VENV)/bin/python -e ".[dev]"
+	$(UV) pip install -q --upgrade -c $(CONSTRAINTS) --python $(LATEST_VENV)/bin/python -e ".[dev]"
 	$(LATEST_VENV)/bin/ruff check .
 	$(LATEST_VENV)/bin/mypy
 	$(LATEST_VENV)/bin/pytest -q -p no:cacheprovider
