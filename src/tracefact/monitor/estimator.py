@@ -114,13 +114,16 @@ class Interval:
 
 
 def wilson(rate: float, n: float, z: float) -> tuple[float, float]:
-    """Wilson's score interval for a proportion `rate` observed over `n` (not integer)."""
+    """Wilson's score interval for a proportion `rate` observed over `n` (not integer).
+
+    It always holds `rate`; at 0 or 1 rounding would put a bound a hair past it.
+    """
     if n <= 0:
         return 0.0, 1.0
     z2n = z * z / n
     centre = (rate + z2n / 2) / (1 + z2n)
     half = z * math.sqrt(rate * (1 - rate) / n + z2n / (4 * n)) / (1 + z2n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
 def interval(totals: Totals, confidence: float = 0.95) -> Interval:
