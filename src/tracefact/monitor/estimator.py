@@ -33,7 +33,7 @@ from statistics import NormalDist
 from types import MappingProxyType
 
 from tracefact import semconv
-from tracefact.conventions.results import EvaluatorResult, read_results
+from tracefact.conventions.results import EvaluatorResult, SpanResults, read_results
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
@@ -245,9 +245,27 @@ class RateEstimator:
         """
         status = attributes.get(semconv.EVAL_STATUS)
         if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
-            return []  # not sampled, or skipped: checked first, as it is on app threads
+            return []  # not sampled, or skipped: checked before reading the rest
         results = read_results(attributes)
-        if results is None or results.weight is None:
+        if results is None:
+            return []
+        return self.observations_of(results, attributes, resource, time)
+
+    def observations_of(
+        self,
+        results: SpanResults,
+        attributes: Mapping[str, object],
+        resource: Mapping[str, object] = _NOTHING,
+        time: float | None = None,
+    ) -> list[Observation]:
+        """One observation per evaluator for a span's results, its group from `attributes`.
+
+        Empty for a span not sampled, skipped, or whose sample rate is missing.
+        """
+        status = results.status
+        if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
+            return []
+        if results.weight is None:
             return []
         group = self.group_of(attributes, resource)
         when = self.clock() if time is None else time

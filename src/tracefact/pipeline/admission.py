@@ -1,26 +1,30 @@
-"""Admission: which LLM spans are evaluated, decided on the application's thread.
+"""Admission: the one place a span is admitted to evaluation, refused, or released.
 
-The sampler decides; a sampled span then needs a free slot, or it is exported
-unevaluated with status `dropped`. Each decision costs at most one attribute write.
+The sampler decides first (refused: `sampled_out`); a sampled span then needs room
+among the spans in flight, at most `capacity` (`PipelineOptions.queue_size`) of them
+(refused: `full`, its status `dropped`). An admitted span holds its place, and the
+sampler its decision (a budget's reservation), until it is released, exactly once, with
+what it cost. Nothing else counts spans in flight, and no case is read before this.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from typing import Any
 
 from tracefact import semconv
-from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.verdict import Verdict, refused
 from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
 
 
 @dataclass(frozen=True, slots=True)
-class Admitted:
-    """The decision at a span's end: evaluate it, or export it with `status`."""
+class Ticket:
+    """Admission's answer for one span: its place in flight, or the refusal's verdict."""
 
     decision: Decision
-    status: semconv.EvalStatus | None = None
+    refusal: Verdict | None = None
 
     @property
     def rate(self) -> float:
@@ -29,48 +33,39 @@ class Admitted:
 
 
 class Admission:
-    """Sampling decision and slot reservation."""
+    """The sampler and the bound on spans in flight, behind one lock."""
 
-    def __init__(self, sampler: Sampler, slots: Slots) -> None:
+    def __init__(self, capacity: int, sampler: Sampler) -> None:
+        self.capacity = capacity
         self.sampler = sampler
-        self.slots = slots
+        self._lock = threading.Lock()  # guards _in_flight; never held while calling out
+        self._in_flight = 0
 
-    def at_start(self, span: Span) -> None:
-        """Decide as the span opens, so a refusal costs no copy at its end."""
-        decision = safe_decide(
-            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
-        )
-        # One attribute write per span: each costs the SDK a locked validation pass.
+    @property
+    def in_flight(self) -> int:
+        """Spans admitted and not yet released (the `tracefact.eval.queue.depth` gauge)."""
+        return self._in_flight
+
+    def room(self) -> int:
+        """How many more spans would be admitted now, sampler permitting."""
+        return self.capacity - self._in_flight
+
+    def admit(self, trace_id: int, name: str, attributes: Mapping[str, Any]) -> Ticket:
+        """Sample the span, then give it a place in flight; never raises."""
+        decision = safe_decide(self.sampler, SpanInfo(trace_id, name, attributes))
         if not decision.sampled:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif not self.slots.reserve(span.context.span_id, decision):  # the rate weighs it
-            dropped = {semconv.EVAL_STATUS: semconv.STATUS_DROPPED}
-            span.set_attributes({**dropped, semconv.EVAL_SAMPLE_RATE: decision.rate})
-        else:
-            span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
+            return Ticket(decision, refused(semconv.REFUSED_SAMPLED_OUT, decision.rate))
+        with self._lock:
+            admitted = self._in_flight < self.capacity
+            if admitted:
+                self._in_flight += 1
+        if admitted:
+            return Ticket(decision)
+        self.sampler.settle(decision, None)  # a budget gets its reservation back
+        return Ticket(decision, refused(semconv.REFUSED_FULL, decision.rate))
 
-    def release(self, span: ReadableSpan) -> None:
-        """Free the slot reserved at start for a span that ends without evaluation.
-
-        A span read as nested only at its end, or given a status while it was open,
-        still holds the slot (and any budget reservation) it took at start.
-        """
-        assert span.context is not None, "an ended SDK span always has a context"
-        reserved = self.slots.take(span.context.span_id)
-        if reserved is not None:
-            self.slots.free(reserved)
-
-    def at_end(self, span: ReadableSpan) -> Admitted:
-        """The slot reserved at start, or a decision now for a span first seen ending."""
-        assert span.context is not None, "an ended SDK span always has a context"
-        reserved = self.slots.take(span.context.span_id)
-        if reserved is not None:
-            return Admitted(reserved)
-        decision = safe_decide(
-            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
-        )
-        if not decision.sampled:
-            return Admitted(decision, semconv.STATUS_SAMPLED_OUT)
-        if not self.slots.reserve(None, decision):
-            return Admitted(decision, semconv.STATUS_DROPPED)
-        return Admitted(decision)
+    def release(self, ticket: Ticket, cost_usd: float | None = None) -> None:
+        """Give an admitted span's place back, and its decision to the sampler with its cost."""
+        with self._lock:
+            self._in_flight -= 1
+        self.sampler.settle(ticket.decision, cost_usd)
