@@ -159,7 +159,8 @@ class Pipeline(Generic[S]):
         """Deliver a job's last verdict, once, then give its place in flight back.
 
         On the span itself while it is held, else on a carrier span; the results reach
-        the sinks before the place is given back, so that `force_flush` sees them.
+        the sinks before the place is given back (with what judging cost, for a
+        budget), so that `force_flush` sees them.
         """
         settled = self._jobs.settle(job)
         if settled is None:
@@ -173,7 +174,7 @@ class Pipeline(Generic[S]):
                 )
         finally:
             if self._jobs.close(job):
-                self.admission.release(job.ticket, job.cost_usd)
+                self.admission.release(job.ticket, verdict.cost_usd)
 
     # --- the evaluation loop ---------------------------------------------------------------
     def _new_worker(self) -> Worker[Job[S]]:

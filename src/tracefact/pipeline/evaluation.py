@@ -81,9 +81,6 @@ class Evaluation:
             ]
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
-            priced = [o for o in outcomes if o.cost_usd or o.status == semconv.STATUS_OK]
-            if priced:  # the sampler settles it when the job's place is given back
-                job.cost_usd = sum(o.cost_usd or 0.0 for o in priced)
             verdict = judged(outcomes, job.reading, job.ticket.rate, started, time.time_ns())
         except (asyncio.CancelledError, GeneratorExit):  # `run` ended it, or it is closed
             raise

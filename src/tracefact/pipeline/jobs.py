@@ -26,7 +26,6 @@ class Job(Generic[S]):
     """One admitted span on its way through evaluation; its host's span is `span`."""
 
     __slots__ = (
-        "cost_usd",
         "counted",
         "deadline",
         "done",
@@ -56,8 +55,6 @@ class Job(Generic[S]):
         """Monotonic time by which its evaluation must end; set once, when it starts."""
         self.done = False
         """Settled: its last verdict is delivered (or being delivered), nothing else may be."""
-        self.cost_usd: float | None = None
-        """What the evaluation cost, once known (None: it ended without a known cost)."""
         self.worker: Worker[Job[S]] | None = None
         """The evaluation loop it was handed to."""
 

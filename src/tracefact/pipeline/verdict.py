@@ -100,6 +100,12 @@ class Verdict:
         """The evaluators' results (the sinks get each one)."""
         return tuple(o.result for o in self.outcomes if o.result is not None)
 
+    @property
+    def cost_usd(self) -> float | None:
+        """What judging the span cost (the sampler's budget); None when nothing says."""
+        priced = [o for o in self.outcomes if o.cost_usd or o.status == semconv.STATUS_OK]
+        return sum(o.cost_usd or 0.0 for o in priced) if priced else None
+
     def span_results(self) -> SpanResults:
         """The verdict as `conventions.results` reads one off an exported span."""
         if self.written is not None:
