@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracefact import semconv
 from tracefact.pipeline.verdict import Verdict, refused
 from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
+class Ticket(NamedTuple):
     """Admission's answer for one span: its place in flight, or the refusal's verdict."""
 
     decision: Decision

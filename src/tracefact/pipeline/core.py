@@ -102,11 +102,6 @@ class Pipeline(Generic[S]):
         """Shutdown has begun: spans are no longer evaluated."""
         return self._jobs.closed
 
-    @property
-    def sinks(self) -> tuple[ResultSink, ...]:
-        """The result sinks."""
-        return self._delivery.sinks
-
     # --- spans in ------------------------------------------------------------------------
     def evaluate(
         self,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from tracefact.conventions import Reading
 from tracefact.pipeline.admission import Ticket
@@ -59,8 +58,7 @@ class Job(Generic[S]):
         """The evaluation loop it was handed to."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settled:
+class Settled(NamedTuple):
     """What the one caller that settles a job needs to deliver its verdict."""
 
     held: bool

@@ -153,11 +153,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
         marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
         pipeline = self._pipeline
         if pipeline.closed:
-            marks[semconv.EVAL_STATUS] = semconv.STATUS_SHUTDOWN
+            span.set_attributes({**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
+            return None
         if marks:
             span.set_attributes(marks)
-        if pipeline.closed:
-            return None
         ticket = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
         if ticket.refusal is not None:
             span.set_attributes(ticket.refusal.attributes)
