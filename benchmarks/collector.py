@@ -24,7 +24,7 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
 Numbers are printed, nothing is asserted about speed.
 
     python benchmarks/collector.py [--seconds 10] [--senders 2] [--held 4000]
-                                   [--only cpu] [--repeats 5] [--batches 40]
+                                   [--only forwarding|cpu] [--repeats 5] [--batches 40]
 """
 
 from __future__ import annotations
@@ -735,13 +735,15 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=4000, help="traces held for the memory run")
     parser.add_argument("--batches", type=int, default=40, help="batches per CPU run")
     parser.add_argument("--repeats", type=int, default=5, help="CPU runs")
-    parser.add_argument("--only", choices=["cpu"], help="run only the CPU per LLM span")
+    parser.add_argument(
+        "--only", choices=["forwarding", "cpu"], help="run only pass-through (1) or CPU (4)"
+    )
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
     with tempfile.TemporaryDirectory(prefix="tracefact-bench-") as directory:
         workdir = Path(directory)
-        if args.only == "cpu":
-            evaluation_cpu(args, workdir)
+        if args.only is not None:
+            {"forwarding": forwarding, "cpu": evaluation_cpu}[args.only](args, workdir)
             return
         baseline(args)
         forwarding(args, workdir)
