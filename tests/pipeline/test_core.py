@@ -14,7 +14,7 @@ import pytest
 
 from tests.pipeline.helpers import ScriptedEvaluator
 from tracefact import semconv
-from tracefact.pipeline import Pipeline, PipelineOptions, SpanRecord, Verdict
+from tracefact.pipeline import Pipeline, PipelineOptions, Record, Verdict
 from tracefact.pipeline.reading import SpanReader
 from tracefact.sampling import Always, Never, Sampler
 
@@ -35,7 +35,7 @@ class Host:
             return [verdict for name, verdict in self.applied if name == span]
 
 
-def record(span_id: int, output: str | None = "ok", contexts: bool = True) -> SpanRecord:
+def record(span_id: int, output: str | None = "ok", contexts: bool = True) -> Record:
     attributes: dict[str, Any] = {
         semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM,
         semconv.INPUT_VALUE: "q",
@@ -44,7 +44,7 @@ def record(span_id: int, output: str | None = "ok", contexts: bool = True) -> Sp
         attributes[semconv.OUTPUT_VALUE] = output
     if contexts:
         attributes[semconv.CONTEXTS] = ("the context",)
-    return SpanRecord(0xC0FFEE, span_id, None, f"llm-{span_id}", attributes)
+    return Record(0xC0FFEE, span_id, None, f"llm-{span_id}", attributes)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """OTLP protobuf spans as the pipeline reads them, and its verdicts written back onto them.
 
 The collector forwards the protobuf span it received. `record_of` gives the pipeline its
-`SpanRecord` (ids, parent, name, attributes, events and resource, decoded once);
+`Record` (ids, parent, name, attributes, events and resource, decoded once);
 `write` appends a verdict's attributes and events to the span (nothing it had is
 changed), and `carrier` builds the protobuf EVALUATOR span for a verdict whose span has
 left. Values are encoded here, not by the SDK's exporter: no SDK span is built.
@@ -25,7 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from tracefact import semconv
 from tracefact.pipeline.spans import SCOPE
-from tracefact.pipeline.verdict import SpanRecord, Verdict
+from tracefact.pipeline.verdict import Record, Verdict
 
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
@@ -81,9 +81,9 @@ def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=key, value=any_value(v)) for key, v in values.items() if v is not None]
 
 
-def record_of(span: Span, resource: Mapping[str, Any]) -> SpanRecord:
+def record_of(span: Span, resource: Mapping[str, Any]) -> Record:
     """The span as the pipeline reads it (call `has_valid_ids` first): decoded once."""
-    return SpanRecord(
+    return Record(
         int.from_bytes(span.trace_id, "big"),
         int.from_bytes(span.span_id, "big"),
         int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,

@@ -8,7 +8,7 @@ from tracefact.pipeline.core import Pipeline
 from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
 from tracefact.pipeline.processor import EvaluationProcessor
-from tracefact.pipeline.verdict import Outcome, SpanRecord, Verdict
+from tracefact.pipeline.verdict import Outcome, Record, SpanRecord, Verdict
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "Outcome",
     "Pipeline",
     "PipelineOptions",
+    "Record",
     "SpanObserver",
     "SpanRecord",
     "Verdict",

@@ -11,23 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from tracefact import semconv
 from tracefact.pipeline.verdict import Verdict, refused
 from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
-
-
-class Ticket(NamedTuple):
-    """Admission's answer for one span: its place in flight, or the refusal's verdict."""
-
-    decision: Decision
-    refusal: Verdict | None = None
-
-    @property
-    def rate(self) -> float:
-        """The span's effective sampling rate."""
-        return self.decision.rate
 
 
 class Admission:
@@ -48,22 +36,26 @@ class Admission:
         """How many more spans would be admitted now, sampler permitting."""
         return self.capacity - self._in_flight
 
-    def admit(self, trace_id: int, name: str, attributes: Mapping[str, Any]) -> Ticket:
-        """Sample the span, then give it a place in flight; never raises."""
+    def admit(self, trace_id: int, name: str, attributes: Mapping[str, Any]) -> Decision | Verdict:
+        """Sample the span, then give it a place in flight; never raises.
+
+        Admitted: the sampler's decision, which holds the place until `release`.
+        Refused: the verdict that says why.
+        """
         decision = safe_decide(self.sampler, SpanInfo(trace_id, name, attributes))
         if not decision.sampled:
-            return Ticket(decision, refused(semconv.REFUSED_SAMPLED_OUT, decision.rate))
+            return refused(semconv.REFUSED_SAMPLED_OUT, decision.rate)
         with self._lock:
             admitted = self._in_flight < self.capacity
             if admitted:
                 self._in_flight += 1
         if admitted:
-            return Ticket(decision)
+            return decision
         self.sampler.settle(decision, None)  # a budget gets its reservation back
-        return Ticket(decision, refused(semconv.REFUSED_FULL, decision.rate))
+        return refused(semconv.REFUSED_FULL, decision.rate)
 
-    def release(self, ticket: Ticket, cost_usd: float | None = None) -> None:
+    def release(self, admitted: Decision, cost_usd: float | None = None) -> None:
         """Give an admitted span's place back, and its decision to the sampler with its cost."""
         with self._lock:
             self._in_flight -= 1
-        self.sampler.settle(ticket.decision, cost_usd)
+        self.sampler.settle(admitted, cost_usd)

@@ -24,7 +24,7 @@ from opentelemetry.metrics import MeterProvider
 
 from tracefact import semconv
 from tracefact.evaluators.base import Evaluator
-from tracefact.pipeline.admission import Admission, Ticket
+from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Apply, Delivery, SpanObserver
 from tracefact.pipeline.evaluation import Evaluation
 from tracefact.pipeline.jobs import Job, Jobs
@@ -35,7 +35,7 @@ from tracefact.pipeline.retry import RetryPolicy
 from tracefact.pipeline.verdict import RELEASED, SpanRecord, Verdict, skipped, unevaluated
 from tracefact.pipeline.watchdog import Watchdog
 from tracefact.pipeline.worker import Worker
-from tracefact.sampling import Sampler
+from tracefact.sampling import Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -107,30 +107,33 @@ class Pipeline(Generic[S]):
         self,
         record: SpanRecord,
         span: S,
-        ticket: Ticket | None = None,
+        admitted: Decision | None = None,
         grounding: Sequence[str] = (),
     ) -> None:
         """Judge one ended LLM span: every path ends in verdicts through `apply`.
 
-        `ticket`: admitted while the span was open (the SDK decides as spans start);
-        without one, admission decides now. `grounding`: documents of a
+        `admitted`: the decision of a span admitted while it was open (the SDK admits as
+        spans start); without one, admission decides now. `grounding`: documents of a
         `tracefact.grounding` block not yet on the span.
         """
-        if ticket is None:
-            ticket = self.admission.admit(record.trace_id, record.name, record.attributes)
-        if ticket.refusal is not None:
-            self._delivery.deliver(record, span, ticket.refusal)
-            return
+        if admitted is None:
+            answer = self.admission.admit(record.trace_id, record.name, record.attributes)
+            if isinstance(answer, Verdict):  # refused
+                self._delivery.deliver(record, span, answer)
+                return
+            admitted = answer
         reading = self.reader.read(record, grounding)
         if reading.case is None:
-            self.admission.release(ticket)
-            self._delivery.deliver(record, span, skipped(reading, ticket.rate))
+            self.admission.release(admitted)
+            self._delivery.deliver(record, span, skipped(reading, admitted.rate))
             return
-        job = Job(record, span, ticket, reading, held=self._held)
+        job = Job(record, span, admitted, reading, held=self._held)
         worker = self._jobs.open(job)
         if worker is None:  # shutdown began
-            self.admission.release(ticket)
-            self._delivery.deliver(record, span, unevaluated(semconv.STATUS_SHUTDOWN, ticket.rate))
+            self.admission.release(admitted)
+            self._delivery.deliver(
+                record, span, unevaluated(semconv.STATUS_SHUTDOWN, admitted.rate)
+            )
             return
         if not job.held:  # attach "span": it leaves now, its verdict follows on a carrier
             self._delivery.deliver(record, span, RELEASED)
@@ -146,7 +149,7 @@ class Pipeline(Generic[S]):
         """The hold limit passed: the span leaves with status `timeout`, unless it is gone."""
         if self._jobs.release(job, counted=True):
             verdict = unevaluated(
-                semconv.STATUS_TIMEOUT, job.ticket.rate, HELD_TOO_LONG, final=False
+                semconv.STATUS_TIMEOUT, job.decision.rate, HELD_TOO_LONG, final=False
             )  # the observers see the span with its results, from `_finish`
             self._delivery.deliver(job.record, job.span, verdict)
 
@@ -169,7 +172,7 @@ class Pipeline(Generic[S]):
                 )
         finally:
             if self._jobs.close(job):
-                self.admission.release(job.ticket, verdict.cost_usd)
+                self.admission.release(job.decision, verdict.cost_usd)
 
     # --- the evaluation loop ---------------------------------------------------------------
     def _new_worker(self) -> Worker[Job[S]]:
@@ -190,7 +193,7 @@ class Pipeline(Generic[S]):
         for job in moved:
             new.submit(job)
         for job in started:
-            self._finish(job, unevaluated(semconv.STATUS_TIMEOUT, job.ticket.rate, LOOP_BLOCKED))
+            self._finish(job, unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, LOOP_BLOCKED))
 
     # --- lifecycle ---------------------------------------------------------------------------
     def wait_idle(self, timeout_seconds: float) -> bool:
@@ -212,7 +215,7 @@ class Pipeline(Generic[S]):
         self._watchdog.stop()
         self._jobs.worker.stop(timeout=STOP_SECONDS)
         for job in self._jobs.unsettled():
-            self._finish(job, unevaluated(semconv.STATUS_SHUTDOWN, job.ticket.rate))
+            self._finish(job, unevaluated(semconv.STATUS_SHUTDOWN, job.decision.rate))
         return True
 
     def shutdown_sinks(self) -> None:

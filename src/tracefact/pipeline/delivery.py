@@ -71,16 +71,15 @@ class Delivery(Generic[S]):
             logger.exception("tracefact: applying a verdict failed")
         if not verdict.final:
             return
-        if verdict.status != semconv.STATUS_SAMPLED_OUT:
+        if self.observers and verdict.status != semconv.STATUS_SAMPLED_OUT:
             for observer in self.observers:
                 try:
                     observer.observe(record, verdict)
                 except Exception:  # a monitor's bug must not cost the span its export
                     logger.exception("tracefact: span observer %r failed", observer)
-        results = verdict.results
-        if results and self.sinks:
+        if self.sinks and verdict.outcomes:
             context = SpanContext(record.trace_id, record.span_id, is_remote=False)
-            for result in results:
+            for result in verdict.results:
                 evaluated = EvaluatedSpan(context, record.name, result)
                 for sink in self.sinks:
                     try:

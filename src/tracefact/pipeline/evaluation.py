@@ -59,10 +59,10 @@ class Evaluation:
             if not judging.done():
                 judging.cancel()
                 if time.monotonic() >= deadline:
-                    verdict = unevaluated(semconv.STATUS_TIMEOUT, job.ticket.rate, OVERRAN)
+                    verdict = unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, OVERRAN)
                 else:
                     verdict = unevaluated(
-                        semconv.STATUS_SHUTDOWN, job.ticket.rate, "evaluation cancelled"
+                        semconv.STATUS_SHUTDOWN, job.decision.rate, "evaluation cancelled"
                     )
                 self.finish(job, verdict)
 
@@ -81,11 +81,11 @@ class Evaluation:
             ]
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
-            verdict = judged(outcomes, job.reading, job.ticket.rate, started, time.time_ns())
+            verdict = judged(outcomes, job.reading, job.decision.rate, started, time.time_ns())
         except (asyncio.CancelledError, GeneratorExit):  # `run` ended it, or it is closed
             raise
         except BaseException as exc:  # the input or the pipeline itself failed
             logger.exception("tracefact: evaluation job failed")
             error = f"{type(exc).__name__}: {exc}"
         finally:  # nothing if `run` ended it first
-            self.finish(job, verdict or unevaluated(semconv.STATUS_ERROR, job.ticket.rate, error))
+            self.finish(job, verdict or unevaluated(semconv.STATUS_ERROR, job.decision.rate, error))

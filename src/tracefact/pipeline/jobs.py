@@ -14,9 +14,9 @@ import time
 from typing import Generic, NamedTuple, TypeVar
 
 from tracefact.conventions import Reading
-from tracefact.pipeline.admission import Ticket
 from tracefact.pipeline.verdict import SpanRecord
 from tracefact.pipeline.worker import Worker
+from tracefact.sampling import Decision
 
 S = TypeVar("S")
 
@@ -27,22 +27,23 @@ class Job(Generic[S]):
     __slots__ = (
         "counted",
         "deadline",
+        "decision",
         "done",
         "ended",
         "held",
         "reading",
         "record",
         "span",
-        "ticket",
         "worker",
     )
 
     def __init__(
-        self, record: SpanRecord, span: S, ticket: Ticket, reading: Reading, held: bool
+        self, record: SpanRecord, span: S, decision: Decision, reading: Reading, held: bool
     ) -> None:
         self.record = record
         self.span = span
-        self.ticket = ticket
+        self.decision = decision
+        """The sampler's decision: it holds the job's place in flight (`Admission`)."""
         self.reading = reading
         """The case read off the span as it ended, and where its contexts came from."""
         self.held = held

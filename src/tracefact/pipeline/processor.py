@@ -10,7 +10,7 @@ The processor decides what only it can see, once each:
   call is judged once, on the outer span); so is one recognised only as it ends;
 - grounding: a `tracefact.grounding(...)` block around an LLM span gives it contexts;
 - admission while the span is open (so that a refusal costs no copy at its end), its
-  verdict written on the open span, its ticket kept until the span ends;
+  verdict written on the open span, an admitted span's decision kept until it ends;
 - a status already on the span as it ends (written while it was open, or by an
   upstream): it goes on as it is;
 - forgetting a trace's documents when its local root ends.
@@ -35,15 +35,14 @@ from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
 from tracefact.instrument.grounding import grounding_attributes, grounding_documents
-from tracefact.pipeline.admission import Ticket
 from tracefact.pipeline.core import Pipeline
 from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
 from tracefact.pipeline.reading import SpanReader
-from tracefact.pipeline.spans import applied, plain_attributes, record_of
+from tracefact.pipeline.spans import SdkRecord, applied, plain_attributes
 from tracefact.pipeline.verdict import Verdict, nested, written
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
-from tracefact.sampling import Always, Sampler
+from tracefact.sampling import Always, Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
@@ -118,7 +117,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         )
         self._lock = threading.Lock()  # guards the two below across application threads
         self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
-        self._tickets: dict[int, Ticket] = {}  # span id -> admitted while open
+        self._admitted: dict[int, Decision] = {}  # span id -> decision, admitted while open
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -135,20 +134,20 @@ class EvaluationProcessor(WrapperSpanProcessor):
         nested_in = self._nested_in(span)
         if nested_in is not None:
             span.set_attributes(nested(nested_in).attributes)
-            ticket = None
+            admitted = None
         else:
-            ticket = self._admit_open(span, attributes, parent_context)
+            admitted = self._admit_open(span, attributes, parent_context)
         with self._lock:
             self._live.add(context.span_id)
-            if ticket is not None:
-                self._tickets[context.span_id] = ticket
+            if admitted is not None:
+                self._admitted[context.span_id] = admitted
 
     def _admit_open(
         self, span: Span, attributes: Mapping[str, Any], parent_context: Context | None
-    ) -> Ticket | None:
+    ) -> Decision | None:
         """Grounding and admission on the open span, each its one attribute write.
 
-        The ticket when admitted; a refusal (or shutdown) is written on the span now.
+        The decision when admitted; a refusal (or shutdown) is written on the span now.
         """
         marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
         pipeline = self._pipeline
@@ -157,12 +156,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
             return None
         if marks:
             span.set_attributes(marks)
-        ticket = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
-        if ticket.refusal is not None:
-            span.set_attributes(ticket.refusal.attributes)
+        answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
+        if isinstance(answer, Verdict):  # refused
+            _write(span, answer.attributes)
             return None
-        span.set_attribute(semconv.EVAL_SAMPLE_RATE, ticket.rate)
-        return ticket
+        span.set_attribute(semconv.EVAL_SAMPLE_RATE, answer.rate)
+        return answer
 
     def on_end(self, span: ReadableSpan) -> None:
         """Export the span at once, or hand it to the pipeline."""
@@ -176,25 +175,27 @@ class EvaluationProcessor(WrapperSpanProcessor):
             if role == "retriever" and context is not None:
                 events = [(e.name, e.attributes or {}) for e in span.events]
                 self.reader.remember(context.trace_id, attributes, events)
-            self._forget_at_root(span)
+            if self._stored_traces:
+                self._forget_at_root(span)
             self.downstream.on_end(span)
             return
         with self._lock:
             live = context.span_id in self._live
             self._live.discard(context.span_id)
-            ticket = self._tickets.pop(context.span_id, None)
+            admitted = self._admitted.pop(context.span_id, None)
         pipeline = self._pipeline
-        record = record_of(span, attributes)
+        record = SdkRecord(span, attributes)
         if isinstance(attributes.get(semconv.EVAL_STATUS), str):  # while open, or upstream
-            if ticket is not None:
-                pipeline.admission.release(ticket)
+            if admitted is not None:
+                pipeline.admission.release(admitted)
             pipeline.deliver(record, span, written(attributes))
         elif not live and (nested_in := self._nested_in(span)) is not None:
             pipeline.deliver(record, span, nested(nested_in))  # recognised only as it ends
         else:
             grounding = () if live else grounding_documents()
-            pipeline.evaluate(record, span, ticket, grounding)
-        self._forget_at_root(span)
+            pipeline.evaluate(record, span, admitted, grounding)
+        if self._stored_traces:
+            self._forget_at_root(span)
 
     def _nested_in(self, span: ReadableSpan) -> str | None:
         """The live LLM span this one was started in (16 hex digits), if any."""
@@ -205,9 +206,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
     def _forget_at_root(self, span: ReadableSpan) -> None:
         """A local root ended: its trace's documents go (read first by its LLM spans)."""
-        if self._stored_traces and (span.parent is None or span.parent.is_remote):
-            assert span.context is not None
-            self.reader.forget(span.context.trace_id)
+        parent, context = span.parent, span.context
+        if context is not None and (parent is None or parent.is_remote):
+            self.reader.forget(context.trace_id)
 
     # --- verdicts -----------------------------------------------------------------------
     def _apply(self, span: ReadableSpan, verdict: Verdict) -> None:
@@ -242,3 +243,16 @@ class EvaluationProcessor(WrapperSpanProcessor):
             return
         self.downstream.shutdown()
         self._pipeline.shutdown_sinks()
+
+
+def _write(span: Span, attributes: Mapping[str, Any]) -> None:
+    """Write attributes onto an open span.
+
+    A single one goes through `set_attribute`, which costs the SDK half what
+    `set_attributes` does.
+    """
+    if len(attributes) == 1:
+        [(key, value)] = attributes.items()
+        span.set_attribute(key, value)
+    else:
+        span.set_attributes(attributes)

@@ -1,4 +1,4 @@
-"""SDK spans in and out of the pipeline: the record of a span, a verdict as a span.
+"""SDK spans in and out of the pipeline: a span's record, a verdict as a span.
 
 An ended SDK span is immutable, so a verdict travels either on a copy of it (every
 original field kept, the verdict's attributes and events added) or on a carrier span:
@@ -9,7 +9,7 @@ it. A verdict that adds nothing leaves the span itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -20,7 +20,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.pipeline.verdict import NOTHING, SpanRecord, Verdict
+from tracefact.conventions.messages import Event as ReaderEvent
+from tracefact.pipeline.verdict import NOTHING, Verdict
 
 SCOPE = InstrumentationScope("tracefact.evaluation", __version__)
 _ids = RandomIdGenerator()
@@ -40,20 +41,53 @@ def plain_attributes(span: ReadableSpan) -> Mapping[str, Any]:
     return plain
 
 
-def record_of(span: ReadableSpan, attributes: Mapping[str, Any]) -> SpanRecord:
-    """The span's record: its own mappings, not copies (an ended span does not change)."""
-    context = span.context
-    assert context is not None, "an ended SDK span always has a context"
-    parent = span.parent
-    return SpanRecord(
-        context.trace_id,
-        context.span_id,
-        parent.span_id if parent is not None else None,
-        span.name,
-        attributes,
-        [(e.name, e.attributes or NOTHING) for e in span.events] if span.events else (),
-        span.resource.attributes if span.resource is not None else NOTHING,
-    )
+class SdkRecord:
+    """An ended SDK span as the pipeline's `SpanRecord`: read through, converted when read.
+
+    Built on the application thread for every LLM span as it ends, most of which are
+    never read past their status: nothing is copied, and events are turned into the
+    reader's pairs once, if ever asked for.
+    """
+
+    __slots__ = ("_events", "_span", "attributes")
+
+    def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
+        self._span = span
+        self.attributes = attributes
+        self._events: Sequence[ReaderEvent] | None = None
+
+    @property
+    def trace_id(self) -> int:
+        return self._context().trace_id
+
+    @property
+    def span_id(self) -> int:
+        return self._context().span_id
+
+    @property
+    def parent_id(self) -> int | None:
+        parent = self._span.parent
+        return parent.span_id if parent is not None else None
+
+    @property
+    def name(self) -> str:
+        return self._span.name
+
+    @property
+    def events(self) -> Sequence[ReaderEvent]:
+        if self._events is None:
+            self._events = [(e.name, e.attributes or NOTHING) for e in self._span.events]
+        return self._events
+
+    @property
+    def resource(self) -> Mapping[str, Any]:
+        resource = self._span.resource
+        return resource.attributes if resource is not None else NOTHING
+
+    def _context(self) -> SpanContext:
+        context: SpanContext | None = self._span.context
+        assert context is not None, "an ended SDK span always has a context"
+        return context
 
 
 def applied(span: ReadableSpan, verdict: Verdict) -> ReadableSpan:

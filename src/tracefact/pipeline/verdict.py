@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from tracefact import semconv
 from tracefact.conventions import Reading
@@ -22,16 +22,37 @@ from tracefact.scrubbing import clean_text
 
 NOTHING: Mapping[str, Any] = MappingProxyType({})
 
+
+class SpanRecord(Protocol):
+    """What the pipeline reads of an ended span, whatever the host's span type.
+
+    `attributes`, `events` and `resource` are read, never changed: a host may hand over
+    its span's own mappings rather than copies, and read them only when asked (the SDK's
+    record reads through its span: most records are never read past their status).
+    """
+
+    @property
+    def trace_id(self) -> int: ...
+    @property
+    def span_id(self) -> int: ...
+    @property
+    def parent_id(self) -> int | None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+    @property
+    def events(self) -> Sequence[Event]: ...
+    @property
+    def resource(self) -> Mapping[str, Any]: ...
+
+
 # Records and verdicts are named tuples: immutable, and built on application threads for
 # every LLM span, where a frozen dataclass costs three times as much to make.
 
 
-class SpanRecord(NamedTuple):
-    """What the pipeline reads of an ended span, whatever the host's span type.
-
-    `attributes`, `events` and `resource` are read, never changed: a host may hand over
-    its span's own mappings rather than copies.
-    """
+class Record(NamedTuple):
+    """A `SpanRecord` held as data (the collector's decoded protobuf span)."""
 
     trace_id: int
     span_id: int
@@ -137,19 +158,24 @@ class Verdict(NamedTuple):
 
 RELEASED = Verdict(None, final=False)
 """The span leaves now as it is; its verdict follows on a carrier span (attach "span")."""
+SAMPLED_OUT = Verdict(
+    semconv.STATUS_SAMPLED_OUT,
+    attributes=MappingProxyType({semconv.EVAL_STATUS: semconv.STATUS_SAMPLED_OUT}),
+)
+"""The verdict on every span the sampler passes over."""
 
 
 def refused(reason: semconv.Refusal, rate: float) -> Verdict:
     """Not admitted to evaluation, for `reason`: its status says why (`REFUSAL_STATUS`).
 
-    A `sampled_out` span gets its status only (nobody weighs it); a `dropped` one its
-    sample rate too, as the monitor counts its weight against the rate's coverage.
+    A `sampled_out` span gets its status only (nobody weighs it: one verdict serves
+    them all); a `dropped` one its sample rate too, as the monitor counts its weight
+    against the rate's coverage.
     """
+    if reason == semconv.REFUSED_SAMPLED_OUT:
+        return SAMPLED_OUT
     status = semconv.REFUSAL_STATUS[reason]
-    attributes: dict[str, Any] = {semconv.EVAL_STATUS: status}
-    if reason != semconv.REFUSED_SAMPLED_OUT:
-        attributes[semconv.EVAL_SAMPLE_RATE] = rate
-    return Verdict(status, rate, MappingProxyType(attributes))
+    return Verdict(status, rate, {semconv.EVAL_STATUS: status, semconv.EVAL_SAMPLE_RATE: rate})
 
 
 def skipped(reading: Reading, rate: float | None = None) -> Verdict:
@@ -159,7 +185,7 @@ def skipped(reading: Reading, rate: float | None = None) -> Verdict:
     if rate is not None:
         attributes[semconv.EVAL_SAMPLE_RATE] = rate
     attributes.update(reading.skip_attributes())
-    return Verdict(semconv.STATUS_SKIPPED, rate, MappingProxyType(attributes), skip_reason=reason)
+    return Verdict(semconv.STATUS_SKIPPED, rate, attributes, skip_reason=reason)
 
 
 def nested(nested_in: str) -> Verdict:
@@ -180,7 +206,7 @@ def unevaluated(
         attributes[semconv.EVAL_SAMPLE_RATE] = rate
     if error is not None:
         attributes[semconv.EVAL_ERROR] = clean_text(error)
-    return Verdict(status, rate, MappingProxyType(attributes), final=final)
+    return Verdict(status, rate, attributes, final=final)
 
 
 def judged(
@@ -192,7 +218,7 @@ def judged(
     return Verdict(
         attributes[semconv.EVAL_STATUS],
         rate,
-        MappingProxyType(attributes),
+        attributes,
         outcome_events(outcomes, now),
         tuple(outcomes),
         started_unix_nano=started,
@@ -204,14 +230,19 @@ def written(attributes: Mapping[str, Any]) -> Verdict:
 
     It adds nothing; its status, sample rate and skip reason are read off the span.
     """
-    status = attributes.get(semconv.EVAL_STATUS)
     rate = attributes.get(semconv.EVAL_SAMPLE_RATE)
     reason = attributes.get(semconv.EVAL_SKIP_REASON)
-    return Verdict(
-        status,  # a status someone else wrote is counted as written
-        rate if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
-        skip_reason=reason if isinstance(reason, str) else None,
-        written=attributes,
+    return Verdict(  # positional: this runs on application threads
+        attributes.get(semconv.EVAL_STATUS),  # someone else's status is counted as written
+        rate if type(rate) in (float, int) else None,
+        NOTHING,
+        (),
+        (),
+        True,
+        False,
+        reason if type(reason) is str else None,
+        None,
+        attributes,
     )
 
 
