@@ -216,6 +216,9 @@ def eval_attribute(evaluator_name: str, field: str) -> str:
     return f"tracefact.eval.{evaluator_name}.{field}"
 
 
+EVALUATION_SCOPE: Final = "tracefact.evaluation"
+"""The instrumentation scope of carrier (EVALUATOR) spans, the SDK's and the collector's."""
+
 # OpenTelemetry GenAI evaluation event.
 GEN_AI_EVALUATION_EVENT = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME = gen_ai.GEN_AI_EVALUATION_NAME

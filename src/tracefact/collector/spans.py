@@ -24,7 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
 
 from tracefact import semconv
-from tracefact.pipeline.spans import SCOPE
+from tracefact._version import __version__
 from tracefact.pipeline.verdict import Record, Verdict
 
 TRACE_ID_BYTES = 16
@@ -127,7 +127,7 @@ def add_attributes(span: Span, added: Mapping[str, Any]) -> None:
 
 _LOCAL = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | 0x01
 """Sampled, with a parent (or linked span) known not to be remote: as the SDK's encoder."""
-_SCOPE = InstrumentationScope(name=SCOPE.name, version=SCOPE.version or "")
+_SCOPE = InstrumentationScope(name=semconv.EVALUATION_SCOPE, version=__version__)
 
 
 def carrier(evaluated: Span, verdict: Verdict, now: int) -> Span:

@@ -23,7 +23,7 @@ from tracefact._version import __version__
 from tracefact.conventions.messages import Event as ReaderEvent
 from tracefact.pipeline.verdict import NOTHING, Verdict
 
-SCOPE = InstrumentationScope("tracefact.evaluation", __version__)
+SCOPE = InstrumentationScope(semconv.EVALUATION_SCOPE, __version__)
 _ids = RandomIdGenerator()
 
 
