@@ -13,10 +13,18 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
    evaluation queue was full, the span went on unevaluated).
 3. Memory per held trace: traces whose LLM span waits for the window (set long) with its
    retriever documents stored; the collector's RSS before and after, divided.
+4. CPU per evaluated LLM span: the same LLM traffic, a fixed number of batches posted one
+   after another, through a collector whose evaluator answers at once (`Instant`, below),
+   then through one with evaluation off. The collector's CPU time (user + system, from
+   /proc, so other load on the machine barely moves it) over each run, divided by the LLM
+   spans; the difference is what evaluating one LLM span costs the collector: routing it,
+   the window, the pipeline, the verdict written back onto the span and its forwarding.
+   Repeated `--repeats` times (min and median), since a shared machine is noisy.
 
 Numbers are printed, nothing is asserted about speed.
 
     python benchmarks/collector.py [--seconds 10] [--senders 2] [--held 4000]
+                                   [--only forwarding|cpu] [--repeats 5] [--batches 40]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import http.client
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -169,6 +178,32 @@ def batches(kind: str, count: int, seed: int) -> list[bytes]:
         scope.spans.extend(spans[:BATCH_SPANS])
         out.append(ExportTraceServiceRequest(resource_spans=[resource_spans]).SerializeToString())
     return out
+
+
+class Instant:
+    """An evaluator that answers at once: what is left is the collector's own work."""
+
+    name = "hallucination"
+
+    def describe(self) -> Any:
+        from tracefact.evaluators.base import EvaluatorDescription
+
+        return EvaluatorDescription(name=self.name, evaluator="instant")
+
+    async def evaluate(self, case: Any) -> Any:
+        from tracefact.evaluators.base import EvalResult
+
+        return EvalResult(
+            name=self.name,
+            label="factual",
+            score=0.1,
+            explanation="instant",
+            evaluator="benchmarks/instant",
+        )
+
+
+def instant() -> Instant:
+    return Instant()
 
 
 # --- the counting upstream (its own process) ---------------------------------------------
@@ -401,8 +436,14 @@ def running_collector(config: dict[str, Any], workdir: Path) -> Iterator[Process
     path = workdir / "tracefact.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     log = (workdir / "collector.log").open("wb")
+    # The repository on the path: `import: benchmarks.collector:instant` evaluators.
+    root = str(Path(__file__).resolve().parent.parent)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))),
+    }
     collector = subprocess.Popen(
-        [*_tracefact(), "collector", "--config", str(path)], stdout=log, stderr=log
+        [*_tracefact(), "collector", "--config", str(path)], stdout=log, stderr=log, env=environment
     )
     ingest = f"http://127.0.0.1:{port}"
     try:
@@ -612,6 +653,73 @@ def memory(args: argparse.Namespace, workdir: Path) -> None:
     )
 
 
+def post_all(ingest: str, bodies: list[bytes]) -> None:
+    """Post every body in turn on one keep-alive connection; 200 each, or raise."""
+    parts = urlsplit(ingest)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        for body in bodies:
+            connection.request("POST", "/v1/traces", body, {"Content-Type": PROTOBUF})
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"the collector answered {response.status}")
+    finally:
+        connection.close()
+
+
+def cpu_per_span(config: dict[str, Any], bodies: list[bytes], workdir: Path) -> dict[str, Any]:
+    """The collector's CPU seconds over posting `bodies` until every span arrived upstream."""
+    expected = len(bodies) * BATCH_SPANS
+    with running_collector(config, workdir) as procs:
+        post_all(procs.ingest, bodies[:2])  # warm-up: imports, code paths, allocator arenas
+        settle(procs.upstream, 2 * BATCH_SPANS, timeout=120)
+        _post(f"{procs.upstream}/reset")
+        cpu = cpu_seconds(procs.collector.pid)
+        post_all(procs.ingest, bodies[2:])
+        stats = settle(procs.upstream, expected - 2 * BATCH_SPANS, timeout=300)
+        cpu = cpu_seconds(procs.collector.pid) - cpu
+    return {"cpu": cpu, "stats": stats}
+
+
+def evaluation_cpu(args: argparse.Namespace, workdir: Path) -> None:
+    bodies = batches("llm", args.batches + 2, seed=11)
+    llm_spans = args.batches * BATCH_SPANS // 4
+    evaluating = {
+        "evaluation": {
+            "enabled": True,
+            "evaluators": [{"import": "benchmarks.collector:instant"}],
+            "window_seconds": 0,
+            "queue_size": llm_spans * 2,
+            "max_hold_seconds": 600,
+        }
+    }
+    forwarding_only = {"evaluation": {"enabled": False}}
+    per_span: list[float] = []
+    evaluated: list[float] = []
+    for _ in range(args.repeats):
+        on = cpu_per_span(evaluating, bodies, workdir)
+        off = cpu_per_span(forwarding_only, bodies, workdir)
+        statuses = on["stats"]["statuses"]
+        if statuses.get("ok", 0) != llm_spans:
+            raise RuntimeError(f"expected {llm_spans} evaluated spans, got {statuses}")
+        evaluated.append(on["cpu"] / llm_spans * 1e6)
+        per_span.append((on["cpu"] - off["cpu"]) / llm_spans * 1e6)
+    print(
+        f"4. CPU per evaluated LLM span: {args.batches} batches, {llm_spans:,} LLM traces "
+        f"(4 spans each), an evaluator that answers at once, {args.repeats} runs"
+    )
+    print(
+        f"   the collector's CPU per LLM trace, evaluated: min {min(evaluated):,.0f} µs, "
+        f"median {statistics.median(evaluated):,.0f} µs"
+    )
+    print(
+        f"   of which evaluating the LLM span (minus the same traffic forwarded only): "
+        f"min {min(per_span):,.0f} µs, median {statistics.median(per_span):,.0f} µs "
+        f"(each run: {', '.join(f'{v:,.0f}' for v in per_span)})"
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--upstream"]:
         serve_upstream()
@@ -625,14 +733,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="sending time per run")
     parser.add_argument("--senders", type=int, default=2, help="sender threads (connections)")
     parser.add_argument("--held", type=int, default=4000, help="traces held for the memory run")
+    parser.add_argument("--batches", type=int, default=40, help="batches per CPU run")
+    parser.add_argument("--repeats", type=int, default=5, help="CPU runs")
+    parser.add_argument(
+        "--only", choices=["forwarding", "cpu"], help="run only pass-through (1) or CPU (4)"
+    )
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
     with tempfile.TemporaryDirectory(prefix="tracefact-bench-") as directory:
         workdir = Path(directory)
+        if args.only is not None:
+            {"forwarding": forwarding, "cpu": evaluation_cpu}[args.only](args, workdir)
+            return
         baseline(args)
         forwarding(args, workdir)
         evaluation(args, workdir)
         memory(args, workdir)
+        evaluation_cpu(args, workdir)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,28 @@ STATUS_TIMEOUT: Final = "timeout"
 STATUS_ERROR: Final = "error"
 STATUS_SHUTDOWN: Final = "shutdown"
 
+# --- refusals: one vocabulary wherever a bound or a choice turns something away ---------
+Refusal = Literal["sampled_out", "full", "shutdown", "unavailable"]
+"""Why a span or a request was not taken, in the span status, the export metrics and the
+collector's refusals alike."""
+REFUSED_SAMPLED_OUT: Final = "sampled_out"
+"""The sampler passed over the span (its status: `sampled_out`)."""
+REFUSED_FULL: Final = "full"
+"""A bound was reached: the spans in flight for evaluation (`queue_size`; the span's
+status: `dropped`), the export queue (`export_queue_size`; `tracefact.export.dropped`),
+the collector's request queue or forwarding buffer (429 / RESOURCE_EXHAUSTED)."""
+REFUSED_SHUTDOWN: Final = "shutdown"
+"""Shutdown has begun, or its deadline passed (the span's status: `shutdown`)."""
+REFUSED_UNAVAILABLE: Final = "unavailable"
+"""The collector's request queue cannot take requests now (Redis unreachable): 503 +
+Retry-After / UNAVAILABLE + RetryInfo, and `/readyz` answers 503 while it lasts."""
+REFUSAL_STATUS: Final[dict[str, EvalStatus]] = {
+    REFUSED_SAMPLED_OUT: STATUS_SAMPLED_OUT,
+    REFUSED_FULL: STATUS_DROPPED,
+    REFUSED_SHUTDOWN: STATUS_SHUTDOWN,
+}
+"""The `tracefact.eval.status` of an LLM span the evaluation pipeline refused, by reason."""
+
 
 EVAL_FIELD_ESCALATION_ERROR: Final = "escalation_error"
 """`tracefact.eval.<name>.escalation_error`: why a `Cascade`'s second evaluator failed.
@@ -193,6 +215,9 @@ def eval_attribute(evaluator_name: str, field: str) -> str:
     """
     return f"tracefact.eval.{evaluator_name}.{field}"
 
+
+EVALUATION_SCOPE: Final = "tracefact.evaluation"
+"""The instrumentation scope of carrier (EVALUATOR) spans, the SDK's and the collector's."""
 
 # OpenTelemetry GenAI evaluation event.
 GEN_AI_EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -228,16 +253,17 @@ METRIC_SINK_RESULTS = "tracefact.sink.results"
 METRIC_EVAL_SPANS = "tracefact.eval.spans"
 """Counter: LLM spans by final `status`, cumulative over the process and re-configures."""
 METRIC_EVAL_DROPPED = "tracefact.eval.dropped"
-"""Counter: LLM spans not evaluated because the evaluation queue was full."""
+"""Counter: LLM spans not evaluated (status `dropped`): `queue_size` spans were in flight."""
 METRIC_EVAL_QUEUE_DEPTH = "tracefact.eval.queue.depth"
-"""Gauge: sampled spans held for evaluation, over every live pipeline."""
+"""Gauge: sampled spans in flight (admitted, not yet released), over every live pipeline."""
 METRIC_EXPORT_DROPPED = "tracefact.export.dropped"
 """Counter: spans that never reached an exporter, by `reason` (EXPORT_DROP_*)."""
-EXPORT_DROP_QUEUE_FULL: Final = "queue_full"
-"""The export queue (`export_queue_size`) was full when the span ended."""
+EXPORT_DROP_QUEUE_FULL: Final = REFUSED_FULL
+"""The export queue (`export_queue_size`) was full when the span ended (the reason read
+`queue_full` before the refusal vocabulary was shared)."""
 EXPORT_DROP_FAILED: Final = "export_failed"
 """The exporter failed or raised on the span's batch."""
-EXPORT_DROP_SHUTDOWN: Final = "shutdown"
+EXPORT_DROP_SHUTDOWN: Final = REFUSED_SHUTDOWN
 """Still queued or being exported when shutdown's timeout ran out, or ended after it."""
 
 # --- the collector (`tracefact collector`) -----------------------------------------------
@@ -251,12 +277,10 @@ REJECT_UNAUTHENTICATED: Final = "unauthenticated"
 REJECT_TOO_LARGE: Final = "too_large"
 REJECT_CONTENT_TYPE: Final = "content_type"
 REJECT_MALFORMED: Final = "malformed"
-REJECT_FULL: Final = "full"
+REJECT_FULL: Final = REFUSED_FULL
 """The request queue or the forwarding buffer is at its bound (429 / RESOURCE_EXHAUSTED)."""
-REJECT_SHUTDOWN: Final = "shutdown"
-REJECT_UNAVAILABLE: Final = "unavailable"
-"""The request queue's store cannot take requests now (Redis unreachable): 503 +
-Retry-After / UNAVAILABLE + RetryInfo, and `/readyz` answers 503 while it lasts."""
+REJECT_SHUTDOWN: Final = REFUSED_SHUTDOWN
+REJECT_UNAVAILABLE: Final = REFUSED_UNAVAILABLE
 METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"
 """Counter: upstream requests retried after a transient failure, by `upstream`."""
 METRIC_COLLECTOR_UPSTREAM_FAILED = "tracefact.collector.upstream.failed"

@@ -10,11 +10,11 @@ from opentelemetry.sdk.metrics import MeterProvider
 from tests.collector.harness import fixture_spans, wait_until
 from tests.fakes.otlp import otlp_receiver
 from tracefact.collector.config import Forwarding, Upstream
-from tracefact.collector.engine import Engine, Results
+from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.conventions import DocumentStore
+from tracefact.collector.writeback import WriteBack
 
 
 class FailsOnce(Forwarder):
@@ -34,9 +34,7 @@ def test_a_request_the_router_fails_on_is_forwarded_as_received_and_acknowledged
         metrics = CollectorMetrics(MeterProvider())
         forwarder = FailsOnce([Upstream(endpoint=upstream.endpoint)], Forwarding(), metrics)
         queue = MemoryQueue(4)
-        engine = Engine(
-            queue, forwarder, None, Results(forwarder), DocumentStore(), 0.0, 10, metrics
-        )
+        engine = Engine(queue, forwarder, None, WriteBack(forwarder), 0.0, 10, metrics)
         forwarder.start()
         engine.start()
         request = encode_spans(fixture_spans("langchain-retriever-plain", 0xFA17))

@@ -356,8 +356,22 @@ def test_attach_span_forwards_at_once_and_sends_a_linked_carrier(tmp_path: Path)
     [llm] = [s for s in sent.values() if s.name == "ChatOpenAI"]
     assert values["openinference.span.kind"] == "EVALUATOR"
     assert values[semconv.EVAL_STATUS] == "ok"
+    assert values[semconv.EVAL_SAMPLE_RATE] == 1.0
+    assert carrier.trace_id == llm.trace_id
     assert carrier.parent_span_id == llm.span_id
     assert [link.span_id for link in carrier.links] == [llm.span_id]
+    assert [e.name for e in carrier.events] == [semconv.GEN_AI_EVALUATION_EVENT]
+    assert carrier.start_time_unix_nano <= carrier.end_time_unix_nano
+    [(resource, scope)] = [
+        (r.resource, s.scope)
+        for request in upstream.requests
+        for r in request.resource_spans
+        for s in r.scope_spans
+        if carrier in s.spans
+    ]
+    sent_resource = encode_spans(fixture_spans("langchain-retriever-plain", 0x7000))
+    assert resource == sent_resource.resource_spans[0].resource  # the evaluated span's
+    assert scope.name == "tracefact.evaluation"
 
 
 def test_the_window_is_bounded_the_oldest_spans_leave_early(tmp_path: Path) -> None:

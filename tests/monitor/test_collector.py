@@ -94,4 +94,4 @@ def test_the_collector_takes_spans_file_lines_and_the_monitor_reads_its_metrics(
     assert after.throughput["forwarded"] == pytest.approx(20 / 10)
     assert after.throughput["judged"] == pytest.approx(10 / 10)
     assert after.queues["requests"] == 0 and after.queues["forwarding"] == 0
-    assert after.drops.get("evaluation queue full", 0) == 0
+    assert after.drops.get("evaluation full", 0) == 0

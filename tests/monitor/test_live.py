@@ -148,7 +148,7 @@ def test_results_after_the_hold_limit_are_judged_in_their_group(attach: str) -> 
 
 def test_a_failing_observer_costs_no_span() -> None:
     class Broken:
-        def observe(self, span: object) -> None:
+        def observe(self, record: object, verdict: object) -> None:
             raise RuntimeError("monitor bug")
 
     pipeline = Pipeline(observers=[Broken()])

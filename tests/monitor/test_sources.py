@@ -71,8 +71,8 @@ def test_prometheus_source_reads_the_sdks_endpoint(tmp_path: Path) -> None:
     assert rows["m-a"].n_eff == pytest.approx(30)
     assert first.statuses["ok"] == 60
     assert first.queues == {"evaluation": 0}
-    assert first.drops["evaluation queue full"] == 0
-    assert first.drops.get("export queue_full", 0) == 0
+    assert first.drops["evaluation full"] == 0
+    assert first.drops.get("export full", 0) == 0
     assert first.throughput == {}  # a rate needs two polls
 
     for _ in range(20):

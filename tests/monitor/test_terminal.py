@@ -128,7 +128,7 @@ def test_scrapes_a_live_app_and_stops_on_ctrl_c(terminal: Terminal, tmp_path: Pa
             "the app's rate and throughput",
         )
         assert log.read_text() == ""
-        assert "queue depth" in screen and "evaluation queue full 0" in screen
+        assert "queue depth" in screen and "evaluation full 0" in screen
         terminal.keys("C-c")
         screen = terminal.wait_for(lambda s: "monitor-exit=" in s, "the monitor to exit")
         assert "monitor-exit=0" in screen and "Traceback" not in screen

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.pipeline.helpers import ScriptedEvaluator
 from tracefact import semconv
 from tracefact.pipeline import EvaluationProcessor, PipelineOptions, WrapperSpanProcessor
-from tracefact.pipeline.processor import STOP_SECONDS
+from tracefact.pipeline.core import STOP_SECONDS
 
 STATUSES = {
     semconv.STATUS_OK,

@@ -1,8 +1,11 @@
 """The engine: received requests in, spans routed, LLM spans through the pipeline, out.
 
-An adapter over the SDK's pieces, not a second implementation of them: spans are read
-by `conventions` (roles, retrieved documents), sampled, evaluated and enriched by the
-same `EvaluationProcessor`, and retrieved documents wait in its reader's `DocumentStore`.
+The collector's host of the `Pipeline`, as `EvaluationProcessor` is the SDK's: spans are
+read by `conventions` (roles, retrieved documents), admitted, evaluated and given their
+verdicts by the same pipeline, and retrieved documents wait in its reader's store. The
+engine decides, once each, what only it can see: a span's role, whether an upstream
+already evaluated it, nesting (from the window), when a trace is over, and whether the
+pipeline has room before taking more from a durable queue.
 
 For each request taken from the `RequestQueue`:
 - spans that are not LLM spans go to the forwarder at once, exactly as received (under
@@ -11,17 +14,17 @@ For each request taken from the `RequestQueue`:
 - LLM spans already evaluated (they carry `tracefact.eval.status`: an SDK upstream of
   the collector did it) pass through untouched;
 - other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
-  a later request still count, then enter the pipeline as an SDK span view. What the
-  pipeline exports comes back to `Results`, which puts the added attributes and events
-  onto the ORIGINAL protobuf span (or encodes a carrier span) and forwards it.
+  a later request still count, then go to the pipeline as a `SpanRecord` with the held
+  protobuf span; its verdicts come back to `WriteBack`, which writes them onto that span
+  (or a protobuf carrier span) and forwards it.
 
 A request is acknowledged to the queue once all of its spans left upstream (or were
 counted as failed there): that is the bookkeeping durable queues rely on. With a durable
-queue, spans wait there (not in this process) until evaluation has room: the engine
-takes entries only while fewer than `max_in_flight` LLM spans are in the pipeline and
-the window has room (`window_max_spans`), and due spans stay in the window while the
-pipeline is full, so several workers share a stream and none drops what another could
-evaluate.
+queue (`hold_in_queue`), spans wait there (not in this process) until evaluation has
+room: the engine takes entries only while the pipeline's admission has room for more
+spans in flight and the window has room (`window_max_spans`), and due spans stay in the
+window while the pipeline is full, so several workers share a stream and none drops what
+another could evaluate.
 At shutdown with a durable queue, an entry with an LLM span not evaluated by the drain
 deadline (or spans the forwarder could not send by then) is not acknowledged: the queue
 hands it to another consumer, which evaluates it; its spans that already left are then
@@ -43,21 +46,22 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
 from tracefact import semconv
 from tracefact.collector import spans
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.queue import Entry, RequestQueue
-from tracefact.conventions import DocumentStore, Reading, retrieved_documents, span_role
+from tracefact.collector.writeback import Held, Tracker, WriteBack, done_callback
+from tracefact.conventions import span_role
 from tracefact.conventions.roles import ROLE_KEYS
+from tracefact.pipeline import Pipeline
+from tracefact.pipeline.verdict import nested, unevaluated
 
 logger = logging.getLogger("tracefact.collector")
 
@@ -67,125 +71,6 @@ ENTRIES_PER_TAKE = 64
 IDLE_SECONDS = 0.05
 
 
-class Tracker:
-    """An entry's spans still to leave upstream; the entry is acknowledged at zero.
-
-    With a durable queue (`keep` given), a span that could not leave by the drain
-    deadline (evaluation or forwarding cut off) keeps the entry: it is never acknowledged
-    here, so the queue hands it to another consumer, which evaluates and forwards it.
-    """
-
-    __slots__ = ("_ack", "_keep", "_kept", "_left", "_lock", "entry_id")
-
-    def __init__(
-        self,
-        entry_id: str,
-        ack: Callable[[str], None],
-        keep: Callable[[str], None] | None = None,
-    ) -> None:
-        self.entry_id = entry_id
-        self._ack = ack
-        self._keep = keep
-        self._kept = False
-        self._left = 1  # held by the router until it has counted every span
-        self._lock = threading.Lock()
-
-    @property
-    def keeps(self) -> bool:
-        """True when a span cut off at shutdown leaves the entry to another consumer."""
-        return self._keep is not None
-
-    def add(self, spans: int) -> None:
-        with self._lock:
-            self._left += spans
-
-    def done(self, spans: int = 1, settled: bool = True) -> None:
-        """`spans` left upstream (`settled`), or were cut off by the drain deadline."""
-        with self._lock:
-            self._left -= spans
-            newly_kept = not settled and self._keep is not None and not self._kept
-            self._kept = self._kept or newly_kept
-            finished = self._left == 0 and not self._kept
-        if newly_kept and self._keep is not None:
-            self._keep(self.entry_id)
-        if finished:
-            self._ack(self.entry_id)
-
-
-@dataclass(slots=True)
-class Held:
-    """An LLM span between its arrival and its forwarding."""
-
-    span: Span
-    resource_spans: ResourceSpans
-    scope_spans: ScopeSpans
-    resource: Resource
-    tracker: Tracker
-    trace_id: int
-    due: float
-    keys: frozenset[str] = frozenset()
-    events: int = 0
-
-
-class Results(SpanProcessor):
-    """The pipeline's downstream: what it exports goes back onto the received spans.
-
-    An exported span whose ids match a held span is that span, possibly with results
-    added: they are written onto the original protobuf span, which is forwarded. Any
-    other span is a carrier of results (attach "span", or a result later than
-    `max_hold_seconds`), encoded as the SDK's OTLP exporter encodes it; carriers are not
-    counted in their request's acknowledgement (the evaluated span itself went upstream).
-    """
-
-    def __init__(self, forwarder: Forwarder) -> None:
-        self.forwarder = forwarder
-        self._held: dict[tuple[int, int], deque[Held]] = {}
-        self._pending = 0
-        self._lock = threading.Lock()  # the engine adds, the evaluation loop takes
-
-    @property
-    def pending(self) -> int:
-        """Spans handed to the pipeline whose result has not come back yet."""
-        return self._pending
-
-    def expect(self, key: tuple[int, int], held: Held) -> None:
-        with self._lock:
-            self._held.setdefault(key, deque()).append(held)
-            self._pending += 1
-
-    def take(self, key: tuple[int, int]) -> Held | None:
-        with self._lock:
-            waiting = self._held.get(key)
-            if not waiting:
-                return None
-            held = waiting.popleft()
-            if not waiting:
-                del self._held[key]
-            self._pending -= 1
-            return held
-
-    def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        held = self.take((context.trace_id, context.span_id)) if context is not None else None
-        if held is None:
-            payload = spans.request_of(span).SerializeToString()
-            self.forwarder.send(payload, 1, None)
-            return
-        status = (span.attributes or {}).get(semconv.EVAL_STATUS)
-        if status == semconv.STATUS_SHUTDOWN and held.tracker.keeps:
-            held.tracker.done(1, settled=False)  # evaluated by the entry's next consumer
-            return
-        try:
-            spans.add_results(held.span, held.keys, held.events, span)
-        except Exception:  # an unencodable result must not cost the span itself
-            logger.exception("results not added to the span", extra={"event": "enrich_failed"})
-        self.forward(held)
-
-    def forward(self, held: Held) -> None:
-        payload = spans.single_request(held.resource_spans, held.scope_spans, held.span)
-        self.forwarder.send(payload, 1, _done(held.tracker, 1))
-
-
 class Engine:
     """Takes entries from the queue on its own thread and routes their spans."""
 
@@ -193,26 +78,25 @@ class Engine:
         self,
         queue: RequestQueue,
         forwarder: Forwarder,
-        processor: SpanProcessor | None,
-        results: Results,
-        store: DocumentStore,
+        pipeline: Pipeline[Held] | None,
+        writeback: WriteBack,
         window_seconds: float,
         window_max_spans: int,
         metrics: CollectorMetrics,
         *,
-        max_in_flight: int | None = None,
+        hold_in_queue: bool = False,
         max_age_seconds: float | None = None,
         max_deliveries: int | None = None,
     ) -> None:
         self.queue = queue
         self.forwarder = forwarder
-        self.processor = processor
-        self.results = results
-        self.store = store
+        self.pipeline = pipeline
+        self.writeback = writeback
         self.window_seconds = window_seconds
         self.window_max_spans = window_max_spans
         self.metrics = metrics
-        self.max_in_flight = max_in_flight
+        self.hold_in_queue = hold_in_queue
+        """Take entries only while the pipeline has room: spans wait in the (durable) queue."""
         self.max_age_seconds = max_age_seconds
         self.max_deliveries = max_deliveries
         self._window: deque[Held] = deque()
@@ -284,13 +168,16 @@ class Engine:
         The window is not counted against the pipeline's room: its LLM spans wait for
         retriever spans in requests still to be taken, which must not be held back.
         """
-        if self.max_in_flight is None:
+        if not self.hold_in_queue:
             return ENTRIES_PER_TAKE
-        pipeline = self.max_in_flight - self.results.pending
-        return min(ENTRIES_PER_TAKE, pipeline, self.window_max_spans - len(self._window))
+        window = self.window_max_spans - len(self._window)
+        return min(ENTRIES_PER_TAKE, self._pipeline_room(), window)
 
-    def _pipeline_full(self) -> bool:
-        return self.max_in_flight is not None and self.results.pending >= self.max_in_flight
+    def _pipeline_room(self) -> int:
+        """Spans the pipeline would admit now, when spans wait in the queue for room."""
+        if not self.hold_in_queue or self.pipeline is None:
+            return ENTRIES_PER_TAKE
+        return self.pipeline.admission.room()
 
     def _expired(self, entry: Entry) -> str | None:
         """Why an entry's LLM spans go on unevaluated: too old, or handed out too often.
@@ -318,7 +205,7 @@ class Engine:
         expired_spans = 0
         total = 0
         for resource_spans in request.resource_spans:
-            resource: Resource | None = None
+            resource: Mapping[str, Any] | None = None
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     total += 1
@@ -329,13 +216,11 @@ class Engine:
                         self._remember(span)
                         continue
                     if expired is not None:  # forwarded with the rest, plus its status
-                        spans.add_attributes(span, _EXPIRED[expired])
+                        spans.write(span, _EXPIRED[expired])
                         expired_spans += 1
                         continue
                     if resource is None:
-                        resource = spans.resource_of(
-                            resource_spans.resource, resource_spans.schema_url
-                        )
+                        resource = spans.attributes(resource_spans.resource.attributes)
                     held.append(
                         Held(
                             span,
@@ -366,24 +251,29 @@ class Engine:
         count = sum(len(s.spans) for r in entry.request.resource_spans for s in r.scope_spans)
         tracker.add(count)
         if count:
-            self.forwarder.send(entry.request.SerializeToString(), count, _done(tracker, count))
+            self.forwarder.send(
+                entry.request.SerializeToString(), count, done_callback(tracker, count)
+            )
         tracker.done(1)
 
     def _tracker(self, entry: Entry) -> Tracker:
         return Tracker(entry.id, self.queue.ack, self._keep if self.queue.durable else None)
 
     def _role(self, span: Span) -> str | None:
-        """The span's role if the pipeline takes it (llm, retriever); None passes it through."""
-        if self.processor is None:
+        """The span's role if the pipeline takes it (llm, retriever); None passes it through.
+
+        A span already evaluated upstream (it has a status) passes through untouched.
+        """
+        if self.pipeline is None:
             return None
         routing = spans.selected_attributes(span.attributes, ROUTING_KEYS)
         if not routing or semconv.EVAL_STATUS in routing:
-            if not span.parent_span_id and self.store.traces:
+            if not span.parent_span_id:
                 self._root_arrived(span)
             return None
         role = span_role(routing)
         if role is None or not spans.has_valid_ids(span):
-            if not span.parent_span_id and self.store.traces:
+            if not span.parent_span_id:
                 self._root_arrived(span)
             return None
         if role == "retriever" and not span.parent_span_id:
@@ -391,19 +281,22 @@ class Engine:
         return role
 
     def _root_arrived(self, span: Span) -> None:
-        if len(span.trace_id) == spans.TRACE_ID_BYTES:
+        """A trace's root arrived: its documents go once none of its LLM spans waits."""
+        assert self.pipeline is not None
+        traces = self.pipeline.reader.store.traces
+        if traces and len(span.trace_id) == spans.TRACE_ID_BYTES:
             trace_id = int.from_bytes(span.trace_id, "big")
-            if trace_id in self.store.traces:
+            if trace_id in traces:
                 self._forget_later(trace_id, time.monotonic() + self.window_seconds)
 
     def _forget_later(self, trace_id: int, when: float) -> None:
         self._forgets.append((when, trace_id))
 
     def _remember(self, span: Span) -> None:
+        assert self.pipeline is not None
         events = [(e.name, spans.attributes(e.attributes)) for e in span.events]
-        documents = retrieved_documents(spans.attributes(span.attributes), events)
-        if documents:
-            self.store.add(int.from_bytes(span.trace_id, "big"), documents)
+        trace_id = int.from_bytes(span.trace_id, "big")
+        self.pipeline.reader.remember(trace_id, spans.attributes(span.attributes), events)
 
     def _forward_rest(
         self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
@@ -414,7 +307,7 @@ class Engine:
         if count == 0:
             return
         if not held:
-            self.forwarder.send(request.SerializeToString(), count, _done(tracker, count))
+            self.forwarder.send(request.SerializeToString(), count, done_callback(tracker, count))
             return
         taken = {id(h.span) for h in held}
         rest = ExportTraceServiceRequest()
@@ -432,7 +325,7 @@ class Engine:
                 out_scope.scope.CopyFrom(scope_spans.scope)
                 out_scope.schema_url = scope_spans.schema_url
                 out_scope.spans.extend(keep)
-        self.forwarder.send(rest.SerializeToString(), count, _done(tracker, count))
+        self.forwarder.send(rest.SerializeToString(), count, done_callback(tracker, count))
 
     # --- the window --------------------------------------------------------------------
     def _hold(self, held: Held) -> None:
@@ -445,67 +338,56 @@ class Engine:
 
     def _release(self, now: float) -> None:
         while self._window and self._window[0].due <= now:
-            if self._pipeline_full():  # durable: due spans wait here, not dropped there
+            if self._pipeline_room() <= 0:  # durable: due spans wait here, not dropped there
                 break
             self._evaluate(self._window.popleft())
         while self._forgets and self._forgets[0][0] <= now:
             _, trace_id = self._forgets.popleft()
             if self._waiting[trace_id] > 0:
                 self._forget_later(trace_id, now + self.window_seconds)
-            else:
-                self.store.forget(trace_id)
+            elif self.pipeline is not None:
+                self.pipeline.reader.forget(trace_id)
 
     def _evaluate(self, held: Held) -> None:
-        assert self.processor is not None, "spans are held only when evaluation is on"
-        marks = self._nesting(held)
+        pipeline = self.pipeline
+        assert pipeline is not None, "spans are held only when evaluation is on"
+        nested_in = self._nested_in(held)
         self._waiting[held.trace_id] -= 1
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
-        # A tree of its own: results are written on the evaluation thread while this
+        # A tree of its own: the verdict is written on the evaluation thread while this
         # thread goes on reading the request the span came from.
         held.span = spans.detached(held.span)
-        held.keys = frozenset(kv.key for kv in held.span.attributes)
-        held.events = len(held.span.events)
-        view = spans.view(held.span, held.resource, held.scope_spans, marks)
-        key = (view.context.trace_id, view.context.span_id) if view.context else (0, 0)
-        self.results.expect(key, held)
         try:
-            self.processor.on_end(view)
+            record = spans.record_of(held.span, held.resource)
+            if nested_in is not None:
+                pipeline.deliver(record, held, nested(nested_in))
+            else:
+                pipeline.evaluate(record, held)
         except Exception:  # never lose the span: it goes on as received
             logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
-            taken = self.results.take(key)
-            if taken is not None:
-                self.results.forward(taken)
+            self.writeback.forward(held)
 
-    def _nesting(self, held: Held) -> dict[str, str]:
-        """The SDK's `nested` skip, for an LLM span whose parent is an LLM span of the window.
+    def _nested_in(self, held: Held) -> str | None:
+        """The span's parent, when it is an LLM span of the same trace in the window.
 
         One model call traced twice (an app's LLM span around an instrumented client
-        call) is evaluated once, on the outer span, as the SDK decides when spans open.
+        call) is judged once, on the outer span, as the SDK decides when spans open.
         """
         parent = held.span.parent_span_id
         if not parent or int.from_bytes(parent, "big") not in self._llm_spans.get(
             held.trace_id, ()
         ):
-            return {}
-        reading = Reading(None, skip_reason=semconv.SKIP_NESTED, nested_in=parent.hex())
-        return {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
+            return None
+        return parent.hex()
 
 
 _EXPIRED = {
-    semconv.QUEUE_AGE_ERROR: {
-        semconv.EVAL_STATUS: semconv.STATUS_TIMEOUT,
-        semconv.EVAL_ERROR: semconv.QUEUE_AGE_ERROR,
-    },
-    semconv.QUEUE_DELIVERIES_ERROR: {
-        semconv.EVAL_STATUS: semconv.STATUS_ERROR,
-        semconv.EVAL_ERROR: semconv.QUEUE_DELIVERIES_ERROR,
-    },
+    semconv.QUEUE_AGE_ERROR: unevaluated(semconv.STATUS_TIMEOUT, error=semconv.QUEUE_AGE_ERROR),
+    semconv.QUEUE_DELIVERIES_ERROR: unevaluated(
+        semconv.STATUS_ERROR, error=semconv.QUEUE_DELIVERIES_ERROR
+    ),
 }
-"""What an LLM span that a durable queue held too long, or handed out too often, carries
-instead of results, by reason."""
-
-
-def _done(tracker: Tracker, spans: int) -> Callable[[bool], None]:
-    return lambda settled: tracker.done(spans, settled)
+"""The verdict on an LLM span that a durable queue held too long, or handed out too
+often, by reason: it goes on unevaluated, with the rest of its request."""

@@ -1,7 +1,7 @@
 """`tracefact collector`: the parts wired from a configuration, run until SIGTERM.
 
-receivers ─▶ RequestQueue ─▶ Engine ─▶ EvaluationProcessor ─▶ Results ─▶ Forwarder ─▶ upstreams
-                              └──── spans that are not evaluated ────────▶ Forwarder
+receivers ─▶ RequestQueue ─▶ Engine ─▶ Pipeline ─▶ WriteBack ─▶ Forwarder ─▶ upstreams
+                              └── spans that are not evaluated ───────▶ Forwarder
 
 `tracefact worker` is the same without receivers: it consumes a durable queue (Redis
 stream or SQLite file) that collectors fill. A collector with `redis.consume: false`
@@ -40,15 +40,16 @@ from tracefact.collector.config import (
     MonitorConfig,
     SamplerConfig,
 )
-from tracefact.collector.engine import Engine, Results
+from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
 from tracefact.collector.shared_documents import SharedDocumentStore
+from tracefact.collector.writeback import Held, WriteBack
 from tracefact.evaluators.base import Evaluator
 from tracefact.evaluators.registry import from_spec
 from tracefact.monitor.live import RateMonitor, rate_monitor
-from tracefact.pipeline.processor import EvaluationProcessor
+from tracefact.pipeline import Pipeline
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
 from tracefact.sampling import Budget, RateLimit, Ratio, Rule, Sampler
@@ -134,31 +135,30 @@ class Collector:
         self.metrics = CollectorMetrics(meter_provider)
         self.queue = open_queue(config)
         self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
-        self.results = Results(self.forwarder)
+        self.writeback = WriteBack(self.forwarder)
         self.store = document_store(config)
-        self.processor: EvaluationProcessor | None = None
+        self.pipeline: Pipeline[Held] | None = None
         if evaluation.enabled:
-            self.processor = EvaluationProcessor(
-                self.results,
+            self.pipeline = Pipeline(
+                self.writeback.apply,
                 evaluators,
                 evaluation.pipeline_options(),
                 sampler=build_sampler(evaluation.sampler),
+                reader=SpanReader(store=self.store),
                 observers=[monitor_of(evaluators, evaluation.monitor, meter_provider)],
                 meter_provider=meter_provider,
-                reader=SpanReader(store=self.store),
             )
         self.engine = Engine(
             self.queue,
             self.forwarder,
-            self.processor,
-            self.results,
-            self.store,
+            self.pipeline,
+            self.writeback,
             evaluation.window_seconds,
             evaluation.window_max_spans,
             self.metrics,
             # Durable: spans wait in the queue, not in the pipeline (where they would be
             # dropped when it is full), and not past their maximum age.
-            max_in_flight=evaluation.queue_size if self.queue.durable else None,
+            hold_in_queue=self.queue.durable,
             max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
             max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
         )
@@ -217,8 +217,9 @@ class Collector:
         if self.consumes:
             self.engine.stop(timeout=max(0.0, deadline - time.monotonic()))
             self.engine.drain()
-        if self.processor is not None:
-            self.processor.shutdown()  # evaluations get drain_seconds, then `shutdown`
+        if self.pipeline is not None:
+            self.pipeline.drain()  # evaluations get drain_seconds, then `shutdown`
+            self.pipeline.shutdown_sinks()
         self.forwarder.close(deadline)
         if self.engine.kept:
             logger.warning(

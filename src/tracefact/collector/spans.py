@@ -1,29 +1,32 @@
-"""OTLP protobuf spans as the pipeline sees them, and the pipeline's results put back.
+"""OTLP protobuf spans as the pipeline reads them, and its verdicts written back onto them.
 
-The pipeline works on the SDK's `ReadableSpan`; the collector forwards the protobuf span
-it received. `view` builds the former from the latter (ids, parent, times, attributes,
-events, resource and scope: what the reader and the samplers look at); `add_results`
-writes what the pipeline added (attributes and events) onto the original protobuf span,
-encoded by the OTLP exporter's own encoder, so an evaluated span differs from the
-received one by those only.
+The collector forwards the protobuf span it received. `record_of` gives the pipeline its
+`Record` (ids, parent, name, attributes, events and resource, decoded once);
+`write` appends a verdict's attributes and events to the span (nothing it had is
+changed), and `carrier` builds the protobuf EVALUATOR span for a verdict whose span has
+left. Values are encoded here, not by the SDK's exporter: no SDK span is built.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    InstrumentationScope,
+    KeyValue,
+    KeyValueList,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
 
-_NO_RESOURCE = Resource({})
+from tracefact import semconv
+from tracefact._version import __version__
+from tracefact.pipeline.verdict import Record, Verdict
+
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
 
@@ -55,63 +58,46 @@ def has_valid_ids(span: Span) -> bool:
     )
 
 
-def resource_of(resource: ProtoResource, schema_url: str) -> Resource:
-    return Resource(attributes(resource.attributes), schema_url or None)
+def any_value(python: Any) -> AnyValue:
+    """A value tracefact writes (str, bool, int, float, bytes, a sequence or mapping of them)."""
+    if isinstance(python, str):
+        return AnyValue(string_value=python)
+    if isinstance(python, bool):
+        return AnyValue(bool_value=python)
+    if isinstance(python, int):
+        return AnyValue(int_value=python)
+    if isinstance(python, float):
+        return AnyValue(double_value=python)
+    if isinstance(python, bytes):
+        return AnyValue(bytes_value=python)
+    if isinstance(python, Mapping):
+        return AnyValue(kvlist_value=KeyValueList(values=key_values(python)))
+    if isinstance(python, Iterable):
+        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in python]))
+    return AnyValue(string_value=str(python))
 
 
-def view(
-    span: Span,
-    resource: Resource,
-    scope_spans: ScopeSpans,
-    marks: Mapping[str, Any] | None = None,
-) -> ReadableSpan:
-    """The span as an ended SDK span (call `has_valid_ids` first).
+def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=any_value(v)) for key, v in values.items() if v is not None]
 
-    `marks` are attributes added to the view, as the SDK's processor writes them on a
-    span while it is open (a `nested` skip).
-    """
-    values = attributes(span.attributes)
-    if marks:
-        values.update(marks)
-    trace_id = int.from_bytes(span.trace_id, "big")
-    flags = TraceFlags(span.flags & 0xFF or TraceFlags.SAMPLED)
-    context = SpanContext(trace_id, int.from_bytes(span.span_id, "big"), False, flags)
-    parent = None
-    if span.parent_span_id:
-        # Not remote: the reader forgets a trace's documents when a remote child ends.
-        parent = SpanContext(trace_id, int.from_bytes(span.parent_span_id, "big"), False, flags)
-    scope = scope_spans.scope
-    return ReadableSpan(
-        name=span.name,
-        context=context,
-        parent=parent,
-        resource=resource,
-        attributes=values,
-        events=[
-            Event(e.name, attributes(e.attributes), timestamp=e.time_unix_nano) for e in span.events
-        ],
-        kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
-        start_time=span.start_time_unix_nano,
-        end_time=span.end_time_unix_nano,
-        instrumentation_scope=InstrumentationScope(
-            scope.name, scope.version or None, scope_spans.schema_url or None
-        ),
+
+def record_of(span: Span, resource: Mapping[str, Any]) -> Record:
+    """The span as the pipeline reads it (call `has_valid_ids` first): decoded once."""
+    return Record(
+        int.from_bytes(span.trace_id, "big"),
+        int.from_bytes(span.span_id, "big"),
+        int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,
+        span.name,
+        attributes(span.attributes),
+        [(e.name, attributes(e.attributes)) for e in span.events],
+        resource,
     )
-
-
-_KINDS = {
-    Span.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
-    Span.SPAN_KIND_SERVER: SpanKind.SERVER,
-    Span.SPAN_KIND_CLIENT: SpanKind.CLIENT,
-    Span.SPAN_KIND_PRODUCER: SpanKind.PRODUCER,
-    Span.SPAN_KIND_CONSUMER: SpanKind.CONSUMER,
-}
 
 
 def detached(span: Span) -> Span:
     """A copy of the span with a protobuf tree of its own.
 
-    Results are added to it on the evaluation thread while other threads read the
+    A verdict is written on it on the evaluation thread while other threads read the
     request it came from: one tree must not be written from two threads.
     """
     copy = Span()
@@ -119,50 +105,81 @@ def detached(span: Span) -> Span:
     return copy
 
 
-def add_results(
-    span: Span, original_keys: frozenset[str], original_events: int, result: ReadableSpan
-) -> None:
-    """Append what the pipeline added to `result` (a copy of the view) onto `span`.
-
-    Added means: attributes whose keys the received span did not have, and events after
-    the received ones. Nothing the received span had is changed.
-    """
-    added = {k: v for k, v in (result.attributes or {}).items() if k not in original_keys}
-    events = tuple(result.events[original_events:])
-    if not added and not events:
-        return
-    carrier = ReadableSpan(
-        name="", context=result.context, resource=_NO_RESOURCE, attributes=added, events=events
+def write(span: Span, verdict: Verdict) -> None:
+    """Append the verdict's attributes (keys the span does not have) and events."""
+    if verdict.attributes:
+        add_attributes(span, verdict.attributes)
+    span.events.extend(
+        Span.Event(
+            time_unix_nano=event.time_unix_nano,
+            name=event.name,
+            attributes=key_values(event.attributes),
+        )
+        for event in verdict.events
     )
-    encoded = encode_spans([carrier]).resource_spans[0].scope_spans[0].spans[0]
-    span.attributes.extend(encoded.attributes)
-    span.events.extend(encoded.events)
 
 
-def add_attributes(span: Span, added: Mapping[str, str]) -> None:
-    """Append string attributes to a received span (keys it does not have)."""
+def add_attributes(span: Span, added: Mapping[str, Any]) -> None:
+    """Append attributes to a received span (keys it does not have)."""
     present = {kv.key for kv in span.attributes}
-    span.attributes.extend(
-        KeyValue(key=k, value=AnyValue(string_value=v))
-        for k, v in added.items()
-        if k not in present
+    span.attributes.extend(key_values({k: v for k, v in added.items() if k not in present}))
+
+
+_LOCAL = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | 0x01
+"""Sampled, with a parent (or linked span) known not to be remote: as the SDK's encoder."""
+_SCOPE = InstrumentationScope(name=semconv.EVALUATION_SCOPE, version=__version__)
+
+
+def carrier(evaluated: Span, verdict: Verdict, now: int) -> Span:
+    """An EVALUATOR span carrying a verdict for a span already forwarded.
+
+    Its child in the same trace, with exactly one link to it; it lasts as long as the
+    evaluation did.
+    """
+    return Span(
+        trace_id=evaluated.trace_id,
+        span_id=os.urandom(SPAN_ID_BYTES),
+        trace_state=evaluated.trace_state,
+        parent_span_id=evaluated.span_id,
+        flags=_LOCAL,
+        name=f"evaluate {evaluated.name}",
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=verdict.started_unix_nano or now,
+        end_time_unix_nano=now,
+        attributes=key_values(
+            {semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_EVALUATOR, **verdict.attributes}
+        ),
+        events=[
+            Span.Event(
+                time_unix_nano=e.time_unix_nano, name=e.name, attributes=key_values(e.attributes)
+            )
+            for e in verdict.events
+        ],
+        links=[
+            Span.Link(
+                trace_id=evaluated.trace_id,
+                span_id=evaluated.span_id,
+                trace_state=evaluated.trace_state,
+                flags=_LOCAL,
+            )
+        ],
     )
 
 
-def request_of(span: ReadableSpan) -> ExportTraceServiceRequest:
-    """An SDK span (a carrier of results) as a request of its own."""
-    return encode_spans([span])
-
-
-def single_request(resource_spans: ResourceSpans, scope_spans: ScopeSpans, span: Span) -> bytes:
-    """One span under its original resource and scope, as an encoded request."""
+def single_request(
+    resource_spans: ResourceSpans, span: Span, scope_spans: ScopeSpans | None = None
+) -> bytes:
+    """One span under its original resource and scope (tracefact's own for a carrier)."""
     request = ExportTraceServiceRequest()
     out_resource = request.resource_spans.add()
     out_resource.resource.CopyFrom(resource_spans.resource)
     out_resource.schema_url = resource_spans.schema_url
     out_scope = out_resource.scope_spans.add()
-    out_scope.scope.CopyFrom(scope_spans.scope)
-    out_scope.schema_url = scope_spans.schema_url
+    if scope_spans is None:
+        out_scope.scope.CopyFrom(_SCOPE)
+    else:
+        out_scope.scope.CopyFrom(scope_spans.scope)
+        out_scope.schema_url = scope_spans.schema_url
     out_scope.spans.append(span)
     encoded: bytes = request.SerializeToString()
     return encoded

@@ -33,7 +33,7 @@ from statistics import NormalDist
 from types import MappingProxyType
 
 from tracefact import semconv
-from tracefact.conventions.results import EvaluatorResult, read_results
+from tracefact.conventions.results import EvaluatorResult, SpanResults, read_results
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
@@ -114,13 +114,16 @@ class Interval:
 
 
 def wilson(rate: float, n: float, z: float) -> tuple[float, float]:
-    """Wilson's score interval for a proportion `rate` observed over `n` (not integer)."""
+    """Wilson's score interval for a proportion `rate` observed over `n` (not integer).
+
+    It always holds `rate`; at 0 or 1 rounding would put a bound a hair past it.
+    """
     if n <= 0:
         return 0.0, 1.0
     z2n = z * z / n
     centre = (rate + z2n / 2) / (1 + z2n)
     half = z * math.sqrt(rate * (1 - rate) / n + z2n / (4 * n)) / (1 + z2n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
 def interval(totals: Totals, confidence: float = 0.95) -> Interval:
@@ -242,9 +245,27 @@ class RateEstimator:
         """
         status = attributes.get(semconv.EVAL_STATUS)
         if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
-            return []  # not sampled, or skipped: checked first, as it is on app threads
+            return []  # not sampled, or skipped: checked before reading the rest
         results = read_results(attributes)
-        if results is None or results.weight is None:
+        if results is None:
+            return []
+        return self.observations_of(results, attributes, resource, time)
+
+    def observations_of(
+        self,
+        results: SpanResults,
+        attributes: Mapping[str, object],
+        resource: Mapping[str, object] = _NOTHING,
+        time: float | None = None,
+    ) -> list[Observation]:
+        """One observation per evaluator for a span's results, its group from `attributes`.
+
+        Empty for a span not sampled, skipped, or whose sample rate is missing.
+        """
+        status = results.status
+        if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
+            return []
+        if results.weight is None:
             return []
         group = self.group_of(attributes, resource)
         when = self.clock() if time is None else time

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk.trace import ReadableSpan
 
+from tracefact import semconv
 from tracefact.monitor.estimator import RateEstimator
 from tracefact.monitor.metrics import monitor_metrics
-from tracefact.pipeline.reading import plain_attributes
+from tracefact.pipeline.verdict import SpanRecord, Verdict
 
 WINDOW_BUCKETS = 30
 """The live rate's window slides by a thirtieth of its length (10 s in 5 minutes)."""
@@ -19,7 +19,7 @@ DEFAULT_WINDOW_SECONDS = 300.0
 
 
 class RateMonitor:
-    """Feeds every sampled span the pipeline finishes to an estimator and the counters.
+    """Feeds every sampled span's final verdict to an estimator and the counters.
 
     Pass it to `EvaluationProcessor(observers=[...])`; `configure()` builds one.
     """
@@ -31,11 +31,21 @@ class RateMonitor:
         self._metrics = monitor_metrics(meter_provider)
         self._metrics.follow(self.estimator)
 
-    def observe(self, span: ReadableSpan) -> None:
-        """Record the span's outcome per evaluator; a span not sampled changes nothing."""
-        resource = span.resource.attributes if span.resource is not None else {}
-        for outcome in self.estimator.add_span(plain_attributes(span), resource):
-            self._metrics.record(outcome, self.estimator.labels(outcome.group))
+    def observe(self, record: SpanRecord, verdict: Verdict) -> None:
+        """Record the verdict per evaluator, grouped by the span's attributes and resource.
+
+        A span skipped or not sampled changes nothing.
+        """
+        status = verdict.status
+        if status != semconv.STATUS_OK and status not in semconv.UNJUDGED_STATUSES:
+            return  # checked first: this runs on application threads too
+        estimator = self.estimator
+        observations = estimator.observations_of(
+            verdict.span_results(), record.attributes, record.resource
+        )
+        for observation in observations:
+            outcome = estimator.add(observation)
+            self._metrics.record(outcome, estimator.labels(outcome.group))
 
 
 def rate_monitor(

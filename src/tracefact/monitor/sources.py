@@ -208,7 +208,7 @@ class PrometheusSource:
         elif name == self.FORWARD_BUFFERED:
             snapshot.queues["forwarding"] = value
         elif name == self.EVAL_DROPPED:
-            snapshot.drops["evaluation queue full"] = value
+            snapshot.drops[f"evaluation {semconv.REFUSED_FULL}"] = value
         elif name == self.EXPORT_DROPPED:
             snapshot.drops[f"export {labels.get(semconv.METRIC_REASON, '?')}"] = value
         elif name == self.REJECTED:

@@ -1,76 +1,61 @@
-"""Admission: which LLM spans are evaluated, decided on the application's thread.
+"""Admission: the one place a span is admitted to evaluation, refused, or released.
 
-The sampler decides; a sampled span then needs a free slot, or it is exported
-unevaluated with status `dropped`. Each decision costs at most one attribute write.
+The sampler decides first (refused: `sampled_out`); a sampled span then needs room
+among the spans in flight, at most `capacity` (`PipelineOptions.queue_size`) of them
+(refused: `full`, its status `dropped`). An admitted span holds its place, and the
+sampler its decision (a budget's reservation), until it is released, exactly once, with
+what it cost. Nothing else counts spans in flight, and no case is read before this.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from opentelemetry.sdk.trace import ReadableSpan, Span
+import threading
+from collections.abc import Mapping
+from typing import Any
 
 from tracefact import semconv
-from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.verdict import Verdict, refused
 from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """The decision at a span's end: evaluate it, or export it with `status`."""
+class Admission:
+    """The sampler and the bound on spans in flight, behind one lock."""
 
-    decision: Decision
-    status: semconv.EvalStatus | None = None
+    def __init__(self, capacity: int, sampler: Sampler) -> None:
+        self.capacity = capacity
+        self.sampler = sampler
+        self._lock = threading.Lock()  # guards _in_flight; never held while calling out
+        self._in_flight = 0
 
     @property
-    def rate(self) -> float:
-        """The span's effective sampling rate."""
-        return self.decision.rate
+    def in_flight(self) -> int:
+        """Spans admitted and not yet released (the `tracefact.eval.queue.depth` gauge)."""
+        return self._in_flight
 
+    def room(self) -> int:
+        """How many more spans would be admitted now, sampler permitting."""
+        return self.capacity - self._in_flight
 
-class Admission:
-    """Sampling decision and slot reservation."""
+    def admit(self, trace_id: int, name: str, attributes: Mapping[str, Any]) -> Decision | Verdict:
+        """Sample the span, then give it a place in flight; never raises.
 
-    def __init__(self, sampler: Sampler, slots: Slots) -> None:
-        self.sampler = sampler
-        self.slots = slots
-
-    def at_start(self, span: Span) -> None:
-        """Decide as the span opens, so a refusal costs no copy at its end."""
-        decision = safe_decide(
-            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
-        )
-        # One attribute write per span: each costs the SDK a locked validation pass.
-        if not decision.sampled:
-            span.set_attribute(semconv.EVAL_STATUS, semconv.STATUS_SAMPLED_OUT)
-        elif not self.slots.reserve(span.context.span_id, decision):  # the rate weighs it
-            dropped = {semconv.EVAL_STATUS: semconv.STATUS_DROPPED}
-            span.set_attributes({**dropped, semconv.EVAL_SAMPLE_RATE: decision.rate})
-        else:
-            span.set_attribute(semconv.EVAL_SAMPLE_RATE, decision.rate)
-
-    def release(self, span: ReadableSpan) -> None:
-        """Free the slot reserved at start for a span that ends without evaluation.
-
-        A span read as nested only at its end, or given a status while it was open,
-        still holds the slot (and any budget reservation) it took at start.
+        Admitted: the sampler's decision, which holds the place until `release`.
+        Refused: the verdict that says why.
         """
-        assert span.context is not None, "an ended SDK span always has a context"
-        reserved = self.slots.take(span.context.span_id)
-        if reserved is not None:
-            self.slots.free(reserved)
-
-    def at_end(self, span: ReadableSpan) -> Admitted:
-        """The slot reserved at start, or a decision now for a span first seen ending."""
-        assert span.context is not None, "an ended SDK span always has a context"
-        reserved = self.slots.take(span.context.span_id)
-        if reserved is not None:
-            return Admitted(reserved)
-        decision = safe_decide(
-            self.sampler, SpanInfo(span.context.trace_id, span.name, span.attributes or {})
-        )
+        decision = safe_decide(self.sampler, SpanInfo(trace_id, name, attributes))
         if not decision.sampled:
-            return Admitted(decision, semconv.STATUS_SAMPLED_OUT)
-        if not self.slots.reserve(None, decision):
-            return Admitted(decision, semconv.STATUS_DROPPED)
-        return Admitted(decision)
+            return refused(semconv.REFUSED_SAMPLED_OUT, decision.rate)
+        with self._lock:
+            admitted = self._in_flight < self.capacity
+            if admitted:
+                self._in_flight += 1
+        if admitted:
+            return decision
+        self.sampler.settle(decision, None)  # a budget gets its reservation back
+        return refused(semconv.REFUSED_FULL, decision.rate)
+
+    def release(self, admitted: Decision, cost_usd: float | None = None) -> None:
+        """Give an admitted span's place back, and its decision to the sampler with its cost."""
+        with self._lock:
+            self._in_flight -= 1
+        self.sampler.settle(admitted, cost_usd)

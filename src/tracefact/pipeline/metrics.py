@@ -20,7 +20,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from tracefact import semconv
 from tracefact._version import __version__
-from tracefact.pipeline.outcome import Outcome
+from tracefact.pipeline.verdict import Outcome
 
 Observer = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -62,7 +62,7 @@ class ProcessMetrics:
                 semconv.METRIC_EVAL_DROPPED,
                 self._observe_dropped,
                 "{span}",
-                "spans not evaluated: queue full",
+                "LLM spans not evaluated: no room in flight (status dropped)",
             ),
             (
                 semconv.METRIC_EXPORT_DROPPED,
@@ -91,7 +91,7 @@ class ProcessMetrics:
             semconv.METRIC_EVAL_QUEUE_DEPTH,
             callbacks=[self._observe_depth],
             unit="{span}",
-            description="sampled spans held for evaluation",
+            description="sampled spans in flight (admitted, not yet released)",
         )
 
     def span_finished(self, status: str, skip_reason: str | None = None) -> None:

@@ -21,10 +21,14 @@ class PipelineOptions(BaseModel):
     Attributes:
         attach: "enrich" exports the span once, with its results; "span" exports it at
             once and its results follow on a carrier (EVALUATOR) span.
-        queue_size: sampled spans held at once (open, waiting or being evaluated); past
-            it, new ones are exported unevaluated with status `dropped`.
+        queue_size: sampled spans in flight at once (admitted while open, waiting or
+            being evaluated: the one bound on what the pipeline holds, its evaluation
+            loop's queue included); past it, new ones are exported unevaluated with
+            status `dropped`. The name is the public one (keyword, `TRACEFACT_QUEUE_SIZE`,
+            the collector's `evaluation.queue_size`).
         concurrency: evaluations running at once on the evaluation loop.
-        timeout_seconds: one deadline per evaluation, covering its retries.
+        timeout_seconds: one deadline per evaluation, covering its retries (an
+            evaluator that ignores its cancellation gets a grace period more).
         max_retries: retries of transient errors (backoff with jitter).
         max_hold_seconds: the longest an "enrich" span waits for its result; then it is
             exported with status `timeout` and the result follows on a carrier span.

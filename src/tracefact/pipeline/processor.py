@@ -1,24 +1,29 @@
-"""`EvaluationProcessor`: evaluates sampled LLM spans off the application's threads.
+"""`EvaluationProcessor`: the pipeline's host in an application's SDK.
 
 Wraps the downstream processor (usually a BatchSpanProcessor). The invariant: every
 span that enters leaves exactly once; an LLM span leaves enriched with results or
-with an explicit `tracefact.eval.status` saying why not. Every job ends: whatever
-the input, the evaluator or the downstream processor does, its span is exported
-with a status and its slot freed.
+with an explicit `tracefact.eval.status` saying why not.
 
-The processor wires the parts and owns their lifecycle:
-- `Admission` (application thread, `on_start`/`on_end`): sampling decision and a slot.
-- `Worker` (its own thread): an asyncio loop running each job's `Evaluation`.
-- `Delivery`: exports each span exactly once, as a copy or with a carrier span.
-- `FanOut`: hands results to the result sinks.
-- `Watchdog` (its own thread): hold limits and deadlines; replaces a stuck loop.
+The processor decides what only it can see, once each:
+- a span's role (`conventions.roles`), as it starts and as it ends;
+- nesting: an LLM span started inside a live LLM span is skipped as `nested` (one model
+  call is judged once, on the outer span); so is one recognised only as it ends;
+- grounding: a `tracefact.grounding(...)` block around an LLM span gives it contexts;
+- admission while the span is open (so that a refusal costs no copy at its end), its
+  verdict written on the open span, an admitted span's decision kept until it ends;
+- a status already on the span as it ends (written while it was open, or by an
+  upstream): it goes on as it is;
+- forgetting a trace's documents when its local root ends.
+Everything else is the `Pipeline`'s; its verdicts come back to `_apply`, which exports
+the span, a copy of it with the verdict, or a carrier span (`spans.py`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -29,30 +34,18 @@ from tracefact import semconv
 from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
-from tracefact.pipeline.admission import Admission
-from tracefact.pipeline.delivery import Delivery
-from tracefact.pipeline.enrich import copy_with
-from tracefact.pipeline.evaluation import Evaluation
-from tracefact.pipeline.fanout import FanOut, SpanObserver
-from tracefact.pipeline.job import Job
-from tracefact.pipeline.metrics import PipelineMetrics
+from tracefact.instrument.grounding import grounding_attributes, grounding_documents
+from tracefact.pipeline.core import Pipeline
+from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
-from tracefact.pipeline.reading import SpanReader, plain_attributes
-from tracefact.pipeline.retry import RetryPolicy
-from tracefact.pipeline.slots import Slots
-from tracefact.pipeline.watchdog import Watchdog
-from tracefact.pipeline.worker import Worker
+from tracefact.pipeline.reading import SpanReader
+from tracefact.pipeline.spans import SdkRecord, applied, plain_attributes
+from tracefact.pipeline.verdict import Verdict, nested, written
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
-from tracefact.sampling import Always, Sampler
+from tracefact.sampling import Always, Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
-
-LOOP_BLOCKED = "an evaluator blocked the evaluation loop; the loop was replaced"
-MIN_GRACE_SECONDS = 0.5
-"""The least time a loop may go without a heartbeat before it counts as stuck."""
-STOP_SECONDS = 1.0
-"""How long `shutdown` waits for the loop thread after cancelling what still runs."""
 
 
 class EvaluationProcessor(WrapperSpanProcessor):
@@ -68,7 +61,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         sampler: which spans are evaluated (default every one).
         sinks: also receive every result (e.g. Phoenix annotations); they deliver on
             their own threads, and a failing sink never holds up a span.
-        observers: see every sampled span's final outcome (the live rate monitor).
+        observers: see every sampled span's final verdict (the live rate monitor).
         meter_provider: for the pipeline's metrics (default the global one).
         reader: how LLM spans of any convention are read (context rules, mapping hook,
             the per-trace document store).
@@ -96,87 +89,40 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self.options = PipelineOptions(**{**base, **overrides})
         self.evaluators = tuple(evaluators)
         self.sampler = sampler or Always()
-        self.policy = RetryPolicy(
-            timeout_seconds=self.options.timeout_seconds, max_retries=self.options.max_retries
-        )
-        self._fanout = FanOut(sinks, observers)
         self.reader = reader or SpanReader()
         self._stored_traces = self.reader.store.traces  # truthy while any trace has documents
-        self._metrics = PipelineMetrics(
-            lambda: self._slots.held, meter_provider, lambda: self.reader.store.evictions
-        )
-        self._downstream = downstream
+        self._sinks = tuple(sinks)
+        self._observers = tuple(observers)
+        self._meter_provider = meter_provider
         super().__init__(downstream)
         self._reset()
         reset_after_fork(self._reset)
 
     @property
-    def downstream(self) -> SpanProcessor:
-        """The processor behind this one (replaceable, as for any wrapper)."""
-        return self._downstream
-
-    @downstream.setter
-    def downstream(self, processor: SpanProcessor) -> None:
-        self._downstream = processor
-        delivery: Delivery | None = getattr(self, "_delivery", None)
-        if delivery is not None:
-            delivery.downstream = processor
-
-    @property
     def sinks(self) -> tuple[ResultSink, ...]:
         """The result sinks."""
-        return self._fanout.sinks
-
-    @property
-    def grace_seconds(self) -> float:
-        """How long past its timeout a job, or the loop, may stay unresponsive.
-
-        Never under half a second: on a busy machine a healthy loop can miss a tenth of
-        a second, and replacing it then would time out jobs that were about to finish.
-        """
-        return max(MIN_GRACE_SECONDS, min(self.options.timeout_seconds, 1.0))
+        return self._sinks
 
     def _reset(self) -> None:
         """Fresh state; also run in a forked child, whose parent owns the spans in flight."""
-        options = self.options
-        self._closed = False
-        self._slots = Slots(options.queue_size, self.sampler)
-        self._admission = Admission(self.sampler, self._slots)
-        self._delivery = Delivery(
-            self._downstream, options.attach, self._slots, self._fanout, self._metrics
-        )
-        self._evaluation = Evaluation(
+        self._pipeline: Pipeline[ReadableSpan] = Pipeline(
+            self._apply,
             self.evaluators,
-            self.policy,
-            self._metrics,
-            self._slots,
-            self._delivery,
-            self.options.timeout_seconds + self.grace_seconds,
+            self.options,
+            sampler=self.sampler,
+            reader=self.reader,
+            sinks=self._sinks,
+            observers=self._observers,
+            meter_provider=self._meter_provider,
         )
-        self._worker = self._new_worker()
-        tick = min(0.1, options.max_hold_seconds / 4, self.grace_seconds / 4)
-        self._watchdog = Watchdog(
-            self._slots,
-            self._delivery,
-            options.max_hold_seconds,
-            max(tick, 0.005),
-            stuck=lambda now: now - self._worker.beat_at > self.grace_seconds,
-            replace=self._replace_worker,
-            heartbeat=lambda: self._worker.ping(),
-        )
-
-    def _new_worker(self) -> Worker[Job]:
-        return Worker(
-            self._evaluation.run,
-            "tracefact-evaluation",
-            self.options.concurrency,
-            self._evaluation.deadline_seconds,
-        )
+        self._lock = threading.Lock()  # guards the two below across application threads
+        self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
+        self._admitted: dict[int, Decision] = {}  # span id -> decision, admitted while open
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Decide whether the span will be evaluated while it is still open."""
-        self._downstream.on_start(span, parent_context)
+        self.downstream.on_start(span, parent_context)
         try:  # `plain_attributes` inlined: this runs for every span of the process
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
@@ -184,83 +130,93 @@ class EvaluationProcessor(WrapperSpanProcessor):
         # Most spans carry none of the LLM role keys: one C-level check sends them on.
         if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
             return
-        marks = self.reader.on_llm_start(span, parent_context)  # nested, or grounded
-        if self._closed:
-            marks[semconv.EVAL_STATUS] = semconv.STATUS_SHUTDOWN
+        context = span.context
+        nested_in = self._nested_in(span)
+        if nested_in is not None:
+            span.set_attributes(nested(nested_in).attributes)
+            admitted = None
+        else:
+            admitted = self._admit_open(span, attributes, parent_context)
+        with self._lock:
+            self._live.add(context.span_id)
+            if admitted is not None:
+                self._admitted[context.span_id] = admitted
+
+    def _admit_open(
+        self, span: Span, attributes: Mapping[str, Any], parent_context: Context | None
+    ) -> Decision | None:
+        """Grounding and admission on the open span, each its one attribute write.
+
+        The decision when admitted; a refusal (or shutdown) is written on the span now.
+        """
+        marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
+        pipeline = self._pipeline
+        if pipeline.closed:
+            span.set_attributes({**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
+            return None
         if marks:
             span.set_attributes(marks)
-        if semconv.EVAL_STATUS not in marks:
-            self._admission.at_start(span)
+        answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
+        if isinstance(answer, Verdict):  # refused
+            _write(span, answer.attributes)
+            return None
+        span.set_attribute(semconv.EVAL_SAMPLE_RATE, answer.rate)
+        return answer
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Export the span at once, or hand it to the evaluation loop."""
+        """Export the span at once, or hand it to the pipeline."""
         try:  # `plain_attributes` inlined, as in `on_start`
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
             attributes = plain_attributes(span)
         role = None if attributes.keys().isdisjoint(ROLE_KEYS) else span_role(attributes)
-        if role != "llm" or span.context is None:
-            if role is not None or self._stored_traces:  # a retriever, or a root to forget
-                self.reader.on_end(span, role)
-            self._downstream.on_end(span)
+        context = span.context
+        if role != "llm" or context is None:
+            if role == "retriever" and context is not None:
+                events = [(e.name, e.attributes or {}) for e in span.events]
+                self.reader.remember(context.trace_id, attributes, events)
+            if self._stored_traces:
+                self._forget_at_root(span)
+            self.downstream.on_end(span)
             return
-        reading = self.reader.read(span) if semconv.EVAL_STATUS not in attributes else None
-        self.reader.on_end(span, role)
-        if reading is not None and reading.skip_reason == semconv.SKIP_NESTED:
-            self._admission.release(span)
-            skipped = {semconv.EVAL_STATUS: semconv.STATUS_SKIPPED, **reading.skip_attributes()}
-            self._delivery.export(copy_with(span, skipped), semconv.STATUS_SKIPPED)
-            return
-        status = attributes.get(semconv.EVAL_STATUS)
-        if isinstance(status, str):  # decided at start, or already evaluated upstream
-            self._admission.release(span)
-            self._delivery.export(span, status)
-            return
-        admitted = self._admission.at_end(span)
-        if admitted.status is not None:
-            self._delivery.export_copy(span, admitted.status, admitted.rate)
-            return
-        if reading is None or reading.case is None:
-            self._slots.free(admitted.decision)
-            skip = reading.skip_attributes() if reading is not None else {}
-            self._delivery.export_copy(span, semconv.STATUS_SKIPPED, admitted.rate, skip)
-            return
-        job = Job(span, admitted.decision, exported=self.options.attach == "span")
-        job.reading = reading
-        with self._slots.lock:  # shutdown settles every job opened before it closed
-            closed = self._closed
-            if not closed:
-                self._slots.open_locked(job)
-                job.worker = worker = self._worker
-        if closed:
-            self._slots.free(admitted.decision)
-            self._delivery.export_copy(span, semconv.STATUS_SHUTDOWN, admitted.rate)
-            return
-        if job.exported:
-            self._delivery.forward(span)
-        self._watchdog.start()
-        worker.submit(job)
+        with self._lock:
+            live = context.span_id in self._live
+            self._live.discard(context.span_id)
+            admitted = self._admitted.pop(context.span_id, None)
+        pipeline = self._pipeline
+        record = SdkRecord(span, attributes)
+        if isinstance(attributes.get(semconv.EVAL_STATUS), str):  # while open, or upstream
+            if admitted is not None:
+                pipeline.admission.release(admitted)
+            pipeline.deliver(record, span, written(attributes))
+        elif not live and (nested_in := self._nested_in(span)) is not None:
+            pipeline.deliver(record, span, nested(nested_in))  # recognised only as it ends
+        else:
+            grounding = () if live else grounding_documents()
+            pipeline.evaluate(record, span, admitted, grounding)
+        if self._stored_traces:
+            self._forget_at_root(span)
 
-    # --- evaluation loop -------------------------------------------------------------
-    def _replace_worker(self) -> None:
-        """Swap a stuck loop for a fresh one.
+    def _nested_in(self, span: ReadableSpan) -> str | None:
+        """The live LLM span this one was started in (16 hex digits), if any."""
+        parent = span.parent
+        if parent is None or parent.is_remote or parent.span_id not in self._live:
+            return None
+        return f"{parent.span_id:016x}"
 
-        Its running jobs end with `timeout`; those it never started move to the new loop.
-        """
-        with self._slots.lock:
-            old, new = self._worker, self._new_worker()
-            self._worker = new
-            waiting = [j for j in self._slots.unsettled_locked() if j.worker is old]
-            for job in waiting:
-                if job.deadline is None:
-                    job.worker = new
-        logger.warning("tracefact: %s", LOOP_BLOCKED)
-        old.stop(timeout=0)
-        for job in waiting:
-            if job.worker is new:
-                new.submit(job)
-            else:
-                self._delivery.settle(job, semconv.STATUS_TIMEOUT, LOOP_BLOCKED)
+    def _forget_at_root(self, span: ReadableSpan) -> None:
+        """A local root ended: its trace's documents go (read first by its LLM spans)."""
+        parent, context = span.parent, span.context
+        if context is not None and (parent is None or parent.is_remote):
+            self.reader.forget(context.trace_id)
+
+    # --- verdicts -----------------------------------------------------------------------
+    def _apply(self, span: ReadableSpan, verdict: Verdict) -> None:
+        """Export the span, its copy with the verdict, or the verdict's carrier span."""
+        try:
+            self.downstream.on_end(applied(span, verdict))
+        except Exception:
+            logger.exception("tracefact: downstream processor failed")
 
     # --- lifecycle --------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -273,9 +229,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
         def remaining() -> int:
             return max(0, int((deadline - time.monotonic()) * 1000))
 
-        flushed = self._slots.wait_idle(timeout_millis / 1000)
-        flushed = self._downstream.force_flush(remaining()) and flushed
-        return self._fanout.force_flush(remaining) and flushed
+        flushed = self._pipeline.wait_idle(timeout_millis / 1000)
+        flushed = self.downstream.force_flush(remaining()) and flushed
+        return self._pipeline.flush_sinks(remaining) and flushed
 
     def shutdown(self) -> None:
         """Let running evaluations finish for up to `drain_seconds`, then stop.
@@ -283,14 +239,20 @@ class EvaluationProcessor(WrapperSpanProcessor):
         What is left is exported with status `shutdown`, then the downstream processor
         and the sinks are shut down.
         """
-        with self._slots.lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._slots.wait_idle(self.options.drain_seconds)
-        self._watchdog.stop()
-        self._worker.stop(timeout=STOP_SECONDS)
-        for job in self._slots.unsettled():
-            self._delivery.settle(job, semconv.STATUS_SHUTDOWN)
-        self._downstream.shutdown()
-        self._fanout.shutdown()
+        if not self._pipeline.drain():
+            return
+        self.downstream.shutdown()
+        self._pipeline.shutdown_sinks()
+
+
+def _write(span: Span, attributes: Mapping[str, Any]) -> None:
+    """Write attributes onto an open span.
+
+    A single one goes through `set_attribute`, which costs the SDK half what
+    `set_attributes` does.
+    """
+    if len(attributes) == 1:
+        [(key, value)] = attributes.items()
+        span.set_attribute(key, value)
+    else:
+        span.set_attributes(attributes)

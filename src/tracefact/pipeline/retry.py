@@ -1,4 +1,4 @@
-"""Running one evaluator on one case: deadline, retries with backoff, and no exceptions out.
+"""Running one evaluator on one case: its deadline, retries with backoff, no exceptions out.
 
 Whatever an evaluator does (raise anything, BaseExceptions included, hang, return
 garbage, warn under a host that turns warnings into errors), the caller gets an
@@ -22,12 +22,16 @@ from tracefact.evaluators.base import (
     Evaluator,
     RateLimitError,
 )
-from tracefact.pipeline.outcome import Outcome
+from tracefact.pipeline.verdict import Outcome
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter, within one overall deadline per evaluation."""
+    """Exponential backoff with full jitter, within one overall deadline per evaluation.
+
+    `timeout_seconds` is that deadline's distance from the evaluation's start; the
+    pipeline sets the deadline once per job (`Jobs.start`) and passes it here.
+    """
 
     timeout_seconds: float = 30.0
     max_retries: int = 2
@@ -46,13 +50,18 @@ def _being_cancelled() -> bool:
     return cancelling is None or cancelling() > 0
 
 
-async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolicy) -> Outcome:
-    """Run one evaluator on one case within the policy's deadline.
+async def run_evaluator(
+    evaluator: Evaluator, case: EvalCase, policy: RetryPolicy, deadline: float | None = None
+) -> Outcome:
+    """Run one evaluator on one case, retries included, until `deadline` (monotonic).
 
-    Never raises, except when the caller itself is cancelled.
+    Without a deadline, it is `policy.timeout_seconds` from now. Never raises, except
+    when the caller itself is cancelled.
     """
     name = evaluator.name
     started = time.perf_counter()
+    if deadline is None:
+        deadline = time.monotonic() + policy.timeout_seconds
 
     def outcome(
         status: semconv.EvalStatus,
@@ -93,7 +102,7 @@ async def run_evaluator(evaluator: Evaluator, case: EvalCase, policy: RetryPolic
             return result
 
     try:
-        result = await asyncio.wait_for(attempts(), policy.timeout_seconds)
+        result = await asyncio.wait_for(attempts(), max(0.0, deadline - time.monotonic()))
     except Exception as exc:
         if fallback is not None:  # retries ran out: keep the result the error carried
             return outcome(semconv.STATUS_OK, result=fallback)

@@ -1,11 +1,11 @@
-"""The watchdog: time limits enforced from outside the evaluation loop.
+"""The watchdog: what must happen even when the evaluation loop cannot run.
 
-An evaluator can block the loop (`time.sleep` in `async evaluate`), ignore its
-cancellation or never return; timers on that loop would then never fire. A thread
-of its own checks the open jobs every tick: a span held past `max_hold_seconds` is
-exported with status `timeout`; a job past its deadline is settled with status
-`timeout` and its slot freed; and when the loop has not answered a heartbeat for a
-while as well, the owner replaces it.
+An evaluator can block the loop (`time.sleep` in `async evaluate`); nothing on that
+loop runs then, its timers included. A thread of its own checks the open jobs every
+tick: a span held past `max_hold_seconds` is released (it leaves with status `timeout`,
+its verdict follows on a carrier span); and when a job is past its deadline and its
+grace period while the loop has not answered a heartbeat for as long, the loop is
+blocked: the owner replaces it. A loop that still runs ends overdue jobs itself.
 """
 
 from __future__ import annotations
@@ -14,37 +14,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from tracefact import semconv
-from tracefact.pipeline.delivery import Delivery
-from tracefact.pipeline.job import Job
-from tracefact.pipeline.slots import Slots
+from tracefact.pipeline.jobs import Job, Jobs
 
 logger = logging.getLogger("tracefact")
 
-OVERRAN = "evaluation did not end by its deadline (the evaluator ignored cancellation)"
-
 
 class Watchdog:
-    """Checks holds and deadlines every `tick` seconds on a daemon thread.
+    """Checks holds and the loop every `tick` seconds on a daemon thread.
 
-    `stuck(now)` says whether the evaluation loop is unresponsive; `replace()` swaps in
-    a fresh loop and settles the old one's jobs. `heartbeat()` pings the loop.
+    `release(job)` lets a held span leave; `stuck(now)` says whether the loop stopped
+    answering heartbeats, `replace()` swaps in a fresh one, `heartbeat()` pings it.
     """
 
     def __init__(
         self,
-        slots: Slots,
-        delivery: Delivery,
+        jobs: Jobs[Any],
+        release: Callable[[Job[Any]], None],
         max_hold_seconds: float,
+        grace_seconds: float,
         tick: float,
         stuck: Callable[[float], bool],
         replace: Callable[[], None],
         heartbeat: Callable[[], None],
     ) -> None:
-        self._slots = slots
-        self._delivery = delivery
+        self._jobs = jobs
+        self._release = release
         self._max_hold = max_hold_seconds
+        self._grace = grace_seconds
         self._tick = tick
         self._stuck = stuck
         self._replace = replace
@@ -75,15 +73,13 @@ class Watchdog:
                 logger.exception("tracefact: watchdog check failed")
 
     def check(self, now: float) -> None:
-        """One round: holds, deadlines, then the loop's health."""
-        overdue: list[Job] = []
-        for job in self._slots.unsettled():
-            if not job.exported and now >= job.ended + self._max_hold:
-                self._delivery.release_held(job)
-            if job.deadline is not None and now >= job.deadline:
-                overdue.append(job)
+        """One round: holds, then the loop's health."""
+        overdue = False
+        for job in self._jobs.unsettled():
+            if job.held and now >= job.ended + self._max_hold:
+                self._release(job)
+            if job.deadline is not None and now >= job.deadline + self._grace:
+                overdue = True
         if overdue and self._stuck(now):
             self._replace()
-        for job in overdue:
-            self._delivery.settle(job, semconv.STATUS_TIMEOUT, OVERRAN)
         self._heartbeat()

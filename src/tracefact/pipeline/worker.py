@@ -2,8 +2,16 @@
 
 Jobs are handed over through a deque; the loop is woken at most once per batch of
 submissions, so `submit` costs the application a deque append and, now and then,
-one self-pipe write. The loop answers heartbeats so that the watchdog can tell a
-loop an evaluator has blocked, and replace it (see `watchdog.py`).
+one self-pipe write. Only admitted spans become jobs, so the deque never holds more
+than `queue_size` of them. The loop answers heartbeats so that the watchdog can tell a
+loop an evaluator has blocked, and replace it (see `watchdog.py`); a job's own time
+limit is its handler's business (`evaluation.py`).
+
+Executor threads never keep the process alive: `asyncio.to_thread` and
+`run_in_executor(None, ...)` use the loop's default executor, whose threads the
+interpreter joins at exit (and refuses new work from once exit has begun). An evaluator
+hanging in such a thread would keep the application from exiting; the loop's executor
+here (`DaemonThreads`) starts daemon threads, neither joined nor refused.
 """
 
 from __future__ import annotations
@@ -15,22 +23,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Generic, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, ParamSpec, TypeVar
 
 from tracefact._imports import stop_litellm_worker
 from tracefact._otel import suppressed_context
-from tracefact.pipeline.threads import DaemonThreads
 
 logger = logging.getLogger("tracefact")
 
 Job = TypeVar("Job")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Worker(Generic[Job]):
     """Runs `handle(job)` for each submitted job on a private event loop thread.
 
-    At most `concurrency` jobs run at once; one still running after `job_seconds` is
-    cancelled and gives its place up, whether or not it ends.
+    At most `concurrency` jobs run at once.
     """
 
     def __init__(
@@ -38,10 +47,8 @@ class Worker(Generic[Job]):
         handle: Callable[[Job], Coroutine[object, object, None]],
         name: str,
         concurrency: int,
-        job_seconds: float,
     ) -> None:
         self._handle = handle
-        self._job_seconds = job_seconds
         self._name = name
         self._concurrency = concurrency
         self._semaphore: asyncio.Semaphore | None = None
@@ -105,16 +112,13 @@ class Worker(Generic[Job]):
         self._wake_scheduled = False
         assert self._loop is not None
         while self._incoming:
-            self._loop_task(self._guarded(self._incoming.popleft()))
+            self._loop_task(self._limited(self._incoming.popleft()))
 
-    async def _guarded(self, job: Job) -> None:
+    async def _limited(self, job: Job) -> None:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self._concurrency)
         async with self._semaphore:
-            handling = self._loop_task(self._logged(job))
-            # Past its time a job gives its place up even if it ignores cancellation.
-            await asyncio.wait({handling}, timeout=self._job_seconds)
-            handling.cancel()
+            await self._logged(job)
 
     def _loop_task(self, coroutine: Coroutine[object, object, None]) -> asyncio.Task[None]:
         assert self._loop is not None
@@ -169,3 +173,35 @@ def _quiet_about_abandoned_tasks(
     if isinstance(message, str) and message.startswith("Task was destroyed but it is pending"):
         return
     loop.default_exception_handler(context)
+
+
+class DaemonThreads(ThreadPoolExecutor):
+    """One daemon thread per call (asyncio requires a ThreadPoolExecutor type).
+
+    Calls are few and long (a model batch, a blocking client), so a thread per call
+    costs little next to the call, and a call that never returns holds one thread only.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(max_workers=1, thread_name_prefix=name)
+        self._name = name
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Run `fn(*args, **kwargs)` on a new daemon thread."""
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # the caller gets every failure, as from a pool
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=run, name=self._name, daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to join: the threads end with their calls or with the process."""

@@ -1,0 +1,157 @@
+"""`Jobs`: every admitted span from its job's opening to its last verdict, under one lock.
+
+A job's state changes only here, one method per transition, so that whoever races for
+a job (the evaluation loop, the watchdog, shutdown, a replaced loop) gets a clear answer:
+`open` (refused once shutdown has begun), `start` (once, which sets its one deadline),
+`release` (its span leaves before its verdict), `settle` (once: the caller delivers its
+last verdict) and `close` (once: the caller gives its place in flight back).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Generic, NamedTuple, TypeVar
+
+from tracefact.conventions import Reading
+from tracefact.pipeline.verdict import SpanRecord
+from tracefact.pipeline.worker import Worker
+from tracefact.sampling import Decision
+
+S = TypeVar("S")
+
+
+class Job(Generic[S]):
+    """One admitted span on its way through evaluation; its host's span is `span`."""
+
+    __slots__ = (
+        "counted",
+        "deadline",
+        "decision",
+        "done",
+        "ended",
+        "held",
+        "reading",
+        "record",
+        "span",
+        "worker",
+    )
+
+    def __init__(
+        self, record: SpanRecord, span: S, decision: Decision, reading: Reading, held: bool
+    ) -> None:
+        self.record = record
+        self.span = span
+        self.decision = decision
+        """The sampler's decision: it holds the job's place in flight (`Admission`)."""
+        self.reading = reading
+        """The case read off the span as it ended, and where its contexts came from."""
+        self.held = held
+        """The span waits for its verdict (attach "enrich"); once released it has left."""
+        self.counted = False
+        """A verdict with a status left with the span: the carrier's is not counted again."""
+        self.ended = time.monotonic()
+        self.deadline: float | None = None
+        """Monotonic time by which its evaluation must end; set once, when it starts."""
+        self.done = False
+        """Settled: its last verdict is delivered (or being delivered), nothing else may be."""
+        self.worker: Worker[Job[S]] | None = None
+        """The evaluation loop it was handed to."""
+
+
+class Settled(NamedTuple):
+    """What the one caller that settles a job needs to deliver its verdict."""
+
+    held: bool
+    """Still held: the verdict goes on the span itself, else on a carrier span."""
+    counted: bool
+
+
+class Jobs(Generic[S]):
+    """The open jobs and the evaluation loop that runs them.
+
+    `worker` is the loop new jobs go to; it changes only with `replace`, under the same
+    lock as `open`, so that a job is always either moved or handed to the new loop.
+    """
+
+    def __init__(self, worker: Worker[Job[S]]) -> None:
+        self.worker = worker
+        self.closed = False
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._open: set[Job[S]] = set()
+
+    def open(self, job: Job[S]) -> Worker[Job[S]] | None:
+        """Track the job and pick its loop; None once shutdown has begun."""
+        with self._lock:
+            if self.closed:
+                return None
+            self._open.add(job)
+            job.worker = self.worker
+            return self.worker
+
+    def start(self, job: Job[S], timeout_seconds: float) -> float | None:
+        """Its deadline, set now; None for a job settled or already started elsewhere."""
+        with self._lock:
+            if job.done or job.deadline is not None:
+                return None
+            job.deadline = time.monotonic() + timeout_seconds
+            return job.deadline
+
+    def release(self, job: Job[S], counted: bool) -> bool:
+        """Let a held span leave before its verdict; False if it has left already."""
+        with self._lock:
+            if not job.held or job.done:
+                return False
+            job.held = False
+            job.counted = counted
+            return True
+
+    def settle(self, job: Job[S]) -> Settled | None:
+        """Mark the job done; None for every caller but the first."""
+        with self._lock:
+            if job.done:
+                return None
+            job.done = True
+            return Settled(job.held, job.counted)
+
+    def close(self, job: Job[S]) -> bool:
+        """Forget a settled job; True once, for the caller that gives its place back."""
+        with self._lock:
+            if job not in self._open:
+                return False
+            self._open.discard(job)
+            self._idle.notify_all()
+            return True
+
+    def shut(self) -> bool:
+        """Open no more jobs; True for the first call only."""
+        with self._lock:
+            first, self.closed = not self.closed, True
+            return first
+
+    def unsettled(self) -> list[Job[S]]:
+        """Open jobs not yet done."""
+        with self._lock:
+            return [job for job in self._open if not job.done]
+
+    def replace(self, new: Worker[Job[S]]) -> tuple[Worker[Job[S]], list[Job[S]], list[Job[S]]]:
+        """Send jobs to `new` from now on: the old loop, its started jobs, those moved."""
+        with self._lock:
+            old, self.worker = self.worker, new
+            started: list[Job[S]] = []
+            moved: list[Job[S]] = []
+            for job in self._open:
+                if job.done or job.worker is not old:
+                    continue
+                if job.deadline is None:
+                    job.worker = new
+                    moved.append(job)
+                else:
+                    started.append(job)
+            return old, started, moved
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no job is open; False if `timeout` seconds passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._open, timeout)
