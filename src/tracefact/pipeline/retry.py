@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from tracefact import semconv
-from tracefact._retry import Backoff, is_transient
+from tracefact._retry import Backoff, Retries, is_transient
 from tracefact._warnings import evaluator_warnings
 from tracefact.evaluators.base import (
     EvalCase,
@@ -37,10 +37,15 @@ class RetryPolicy:
     max_retries: int = 2
     backoff: Backoff = field(default_factory=Backoff)
 
-    def delay(self, attempt: int, error: BaseException) -> float:
-        """The wait before the next attempt: the provider's Retry-After, else backoff."""
+    def delay(self, attempt: int, error: BaseException) -> float | None:
+        """The wait before the next attempt, or None: give up (`tracefact._retry.Retries`).
+
+        The provider's Retry-After when it gave one, else backoff; None when `error` is
+        permanent or the retries are spent.
+        """
         retry_after = error.retry_after if isinstance(error, RateLimitError) else None
-        return self.backoff.delay(attempt, retry_after)
+        retries = Retries(self.max_retries, self.backoff)
+        return retries.delay(attempt, is_transient(error), retry_after)
 
 
 def _being_cancelled() -> bool:
@@ -90,9 +95,10 @@ async def run_evaluator(
             except Exception as exc:
                 if isinstance(exc, EvaluationError) and exc.fallback is not None:
                     fallback = exc.fallback
-                if attempt >= policy.max_retries or not is_transient(exc):
+                delay = policy.delay(attempt, exc)
+                if delay is None:
                     raise
-                await asyncio.sleep(policy.delay(attempt, exc))
+                await asyncio.sleep(delay)
                 attempt += 1
                 continue
             except BaseException as exc:  # SystemExit & co. are the evaluator's failure only
