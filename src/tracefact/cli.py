@@ -25,6 +25,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from tracefact._imports import stop_litellm_worker
+from tracefact.errors import ConfigurationError, MissingExtraError
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
 from tracefact.evaluators.confusion import Confusion, by_group
 from tracefact.evaluators.registry import DEFAULT_SPEC, SPECS, from_spec
@@ -93,16 +94,14 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 
 def _run_service(args: argparse.Namespace, *, worker: bool) -> int:
-    # Imported here: the collector's dependencies are an extra, and `tracefact eval` needs none.
-    from tracefact._imports import MissingExtraError
-
     try:
+        # Imported here: the collector's dependencies are an extra, `tracefact eval` needs none.
         from tracefact.collector import config as collector_config
         from tracefact.collector import service
 
         config = collector_config.load(args.config)
         return service.run(config, worker=worker)
-    except (collector_config.ConfigError, MissingExtraError) as exc:
+    except (ConfigurationError, MissingExtraError) as exc:
         print(f"tracefact {'worker' if worker else 'collector'}: {exc}", file=sys.stderr)
         return 2
 
