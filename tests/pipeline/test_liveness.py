@@ -10,28 +10,17 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.pipeline.helpers import Pipeline, ScriptedEvaluator, carriers, evaluated_copies
+from tests.waiting import eventually
 from tracefact import semconv
 from tracefact.evaluators.base import EvalCase, EvalResult
 
 STATUS = semconv.EVAL_STATUS
-
-
-def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
-    """Liveness, not speed: the generous bound only keeps a broken build from hanging."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
 
 
 def status_of(p: Pipeline, span: ReadableSpan) -> str | None:

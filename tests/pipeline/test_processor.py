@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +12,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import StatusCode
 
 from tests.pipeline.helpers import Pipeline, ScriptedEvaluator, carriers, evaluated_copies
+from tests.waiting import eventually
 from tracefact import semconv
+from tracefact._clock import ManualClock
 from tracefact.evaluators.lexical import LexicalOverlap
 from tracefact.sampling import Never, RateLimit
 
@@ -144,13 +145,16 @@ def test_evaluator_past_its_deadline_gives_status_timeout() -> None:
 
 
 def test_span_held_too_long_goes_out_with_timeout_and_result_follows_on_carrier() -> None:
-    p = Pipeline(max_hold_seconds=0.05, timeout_seconds=5)
+    clock = ManualClock()
+    p = Pipeline(max_hold_seconds=0.05, timeout_seconds=5, clock=clock)
     try:
-        original = p.llm_span(output="slow:0.3")
-        time.sleep(0.15)
+        original = p.llm_span(output="thread")  # judged once the gate opens
+        clock.advance(0.06)  # past the hold limit: the watchdog lets the span go
+        assert eventually(p.exported)
         (held,) = p.exported()
         assert held.attributes[STATUS] == "timeout"
         assert "max_hold_seconds" in held.attributes["tracefact.eval.error"]
+        p.evaluators[0].gate.set()
         assert p.flush()
         _, carrier = p.exported()
         assert carriers([carrier]) == [carrier]
@@ -259,7 +263,7 @@ def test_spans_ending_while_shutdown_drains_get_status_shutdown() -> None:
     p.llm_span(output="hang", question="hung")
     closing = threading.Thread(target=p.processor.shutdown)
     closing.start()
-    time.sleep(0.1)  # shutdown is now draining
+    assert eventually(lambda: p.processor.closed)  # shutdown is now draining
     p.llm_span(output="ok", question="late")
     closing.join()
     by_question = {s.attributes["input.value"]: s.attributes[STATUS] for s in p.exported()}

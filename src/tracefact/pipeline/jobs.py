@@ -10,9 +10,9 @@ last verdict) and `close` (once: the caller gives its place in flight back).
 from __future__ import annotations
 
 import threading
-import time
 from typing import Generic, NamedTuple, TypeVar
 
+from tracefact._clock import SYSTEM, Clock
 from tracefact.conventions import Reading
 from tracefact.pipeline.verdict import SpanRecord
 from tracefact.pipeline.worker import Worker
@@ -38,7 +38,13 @@ class Job(Generic[S]):
     )
 
     def __init__(
-        self, record: SpanRecord, span: S, decision: Decision, reading: Reading, held: bool
+        self,
+        record: SpanRecord,
+        span: S,
+        decision: Decision,
+        reading: Reading,
+        held: bool,
+        ended: float,
     ) -> None:
         self.record = record
         self.span = span
@@ -50,7 +56,8 @@ class Job(Generic[S]):
         """The span waits for its verdict (attach "enrich"); once released it has left."""
         self.counted = False
         """A verdict with a status left with the span: the carrier's is not counted again."""
-        self.ended = time.monotonic()
+        self.ended = ended
+        """When its span ended (the pipeline's clock): its hold limit counts from then."""
         self.deadline: float | None = None
         """Monotonic time by which its evaluation must end; set once, when it starts."""
         self.done = False
@@ -74,8 +81,9 @@ class Jobs(Generic[S]):
     lock as `open`, so that a job is always either moved or handed to the new loop.
     """
 
-    def __init__(self, worker: Worker[Job[S]]) -> None:
+    def __init__(self, worker: Worker[Job[S]], clock: Clock = SYSTEM) -> None:
         self.worker = worker
+        self.clock = clock
         self.closed = False
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -95,7 +103,7 @@ class Jobs(Generic[S]):
         with self._lock:
             if job.done or job.deadline is not None:
                 return None
-            job.deadline = time.monotonic() + timeout_seconds
+            job.deadline = self.clock.now() + timeout_seconds
             return job.deadline
 
     def release(self, job: Job[S], counted: bool) -> bool:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from tracefact import semconv
+from tracefact._clock import SYSTEM, Clock
 from tracefact._retry import Backoff, Retries, is_transient
 from tracefact._warnings import evaluator_warnings
 from tracefact.evaluators.base import (
@@ -56,9 +57,13 @@ def _being_cancelled() -> bool:
 
 
 async def run_evaluator(
-    evaluator: Evaluator, case: EvalCase, policy: RetryPolicy, deadline: float | None = None
+    evaluator: Evaluator,
+    case: EvalCase,
+    policy: RetryPolicy,
+    deadline: float | None = None,
+    clock: Clock = SYSTEM,
 ) -> Outcome:
-    """Run one evaluator on one case, retries included, until `deadline` (monotonic).
+    """Run one evaluator on one case, retries included, until `deadline` (of `clock`).
 
     Without a deadline, it is `policy.timeout_seconds` from now. Never raises, except
     when the caller itself is cancelled.
@@ -66,7 +71,7 @@ async def run_evaluator(
     name = evaluator.name
     started = time.perf_counter()
     if deadline is None:
-        deadline = time.monotonic() + policy.timeout_seconds
+        deadline = clock.now() + policy.timeout_seconds
 
     def outcome(
         status: semconv.EvalStatus,
@@ -108,7 +113,7 @@ async def run_evaluator(
             return result
 
     try:
-        result = await asyncio.wait_for(attempts(), max(0.0, deadline - time.monotonic()))
+        result = await asyncio.wait_for(attempts(), max(0.0, deadline - clock.now()))
     except Exception as exc:
         if fallback is not None:  # retries ran out: keep the result the error carried
             return outcome(semconv.STATUS_OK, result=fallback)

@@ -54,7 +54,7 @@ def config(
         },
         "metrics": {"host": "127.0.0.1", "port": 0},
         "logging": {"level": "info"},
-        "shutdown_seconds": 5,
+        "drain_seconds": 5,
         **queue,
     }
 

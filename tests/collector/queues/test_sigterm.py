@@ -46,7 +46,7 @@ exit explains the next consumer getting the entries in time."""
 
 
 def terminate_in_time(process: processes.CollectorProcess) -> None:
-    """SIGTERM; the drained exit comes within `shutdown_seconds` (5) and a margin."""
+    """SIGTERM; the drained exit comes within `drain_seconds` (5) and a margin."""
     began = time.monotonic()
     assert process.terminate(timeout=30) == 0
     assert time.monotonic() - began < 5 + 3
