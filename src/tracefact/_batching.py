@@ -137,10 +137,10 @@ class BatchSender(Generic[T, R]):
         self._building: list[T] | None = None  # taken off the queue, not yet in requests
         self._taken: list[_Request[T, R]] = []  # the thread's to send now (one in its call)
         self._accepted = 0  # items accepted, ever
-        self._settled = 0  # of those, delivered or lost
+        self._accounted = 0  # of those, delivered or lost
         self._lost = 0
         self._lost_reported = 0  # lost items a flush already answered for
-        self._flush_to = 0  # send without waiting for a full batch until this many settled
+        self._flush_to = 0  # send without waiting for a full batch until this many accounted
         self._deadline: float | None = None  # set by close(): drain until then
         self._stopped = False  # the thread is done or given up on: nothing more is sent
         self._thread: threading.Thread | None = None
@@ -179,16 +179,17 @@ class BatchSender(Generic[T, R]):
     def flush(self, timeout_seconds: float) -> tuple[bool, int]:
         """Send what is queued now, waiting at most `timeout_seconds`.
 
-        Returns whether every item accepted before the call was settled in time, and how
+        Returns whether every item accepted before the call was accounted for (delivered
+        or lost) in time, and how
         many items were lost since the last flush that answered.
         """
         with self._changed:
             target = self._accepted
             self._flush_to = max(self._flush_to, target)
             self._changed.notify_all()
-            self._wait_until(lambda: self._settled >= target or self._stopped, timeout_seconds)
+            self._wait_until(lambda: self._accounted >= target or self._stopped, timeout_seconds)
             lost, self._lost_reported = self._lost - self._lost_reported, self._lost
-            return self._settled >= target, lost
+            return self._accounted >= target, lost
 
     def close(self, deadline: float) -> None:
         """Drain until `deadline` (this sender's clock).
@@ -317,7 +318,7 @@ class BatchSender(Generic[T, R]):
         return None if deadline is None else deadline - self.clock.now()
 
     def _attempt(self, request: _Request[T, R]) -> None:
-        """Send `request` once; settle it, lose it, or queue its retry."""
+        """Send `request` once; deliver it, lose it, or queue its retry."""
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
             if self._claim(request):
@@ -364,9 +365,9 @@ class BatchSender(Generic[T, R]):
         self.transport.lost(items, reason, error)
         self._count(len(items), lost=len(items))
 
-    def _count(self, settled: int, lost: int) -> None:
+    def _count(self, accounted: int, lost: int) -> None:
         with self._changed:
-            self._settled += settled
+            self._accounted += accounted
             self._lost += lost
             self._changed.notify_all()
 

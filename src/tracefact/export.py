@@ -121,8 +121,8 @@ class ExportProcessor(SpanProcessor, Transport[ReadableSpan, Sequence[ReadableSp
         True only if all of it, and every span handed in since the last flush that
         answered, reached the exporter in time.
         """
-        settled, lost = self._sender.flush(timeout_millis / 1000)
-        return settled and lost == 0
+        accounted, lost = self._sender.flush(timeout_millis / 1000)
+        return accounted and lost == 0
 
     def shutdown(self) -> None:
         """Export what is queued within `drain_seconds`; count the rest as lost."""

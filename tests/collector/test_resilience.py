@@ -41,6 +41,13 @@ def request_bytes(name: str, trace_id: int) -> bytes:
     return encode_spans(fixture_spans(name, trace_id)).SerializeToString()
 
 
+def send(collector: str, name: str, trace_id: int) -> httpx.Response:
+    """POST a fixture's spans to a collector's OTLP/HTTP receiver."""
+    return httpx.post(
+        f"{collector}/v1/traces", content=request_bytes(name, trace_id), headers=PROTOBUF
+    )
+
+
 def metric(text: str, name: str, **labels: str) -> float:
     """The sum of a Prometheus metric's samples whose labels include `labels`."""
     total = 0.0
@@ -71,11 +78,7 @@ def test_upstream_down_then_back_gets_every_held_span_once(tmp_path: Path, proto
     with running_collector(tmp_path / "c.yaml", config) as collector:
         names = ["langchain-retriever-plain", "openinference-invented-plain"] * 5
         for index, name in enumerate(names):
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes(name, 0x1000 + index),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, name, 0x1000 + index)
             assert response.status_code == 200
         expected = sum(len(fixture_spans(n)) for n in names)
         metrics_url = f"{collector.http}/metrics"
@@ -113,11 +116,7 @@ def test_a_full_buffer_answers_429_and_resource_exhausted_with_a_retry_hint(
         accepted = 0
         statuses = []
         for index in range(12):
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes("langchain-retriever-plain", 0x2000 + index),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, "langchain-retriever-plain", 0x2000 + index)
             statuses.append(response.status_code)
             if response.status_code == 200:
                 accepted += 1
@@ -158,11 +157,7 @@ def test_a_permanent_upstream_refusal_is_counted_not_retried(tmp_path: Path) -> 
         upstream.fail_with = 400
         config = base_config(upstream.endpoint)
         with running_collector(tmp_path / "c.yaml", config) as collector:
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes("langchain-retriever-plain", 0x3000),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, "langchain-retriever-plain", 0x3000)
             assert response.status_code == 200
             url = f"{collector.http}/metrics"
             assert wait_until(
@@ -193,11 +188,7 @@ def test_sigterm_drains_held_spans_and_evaluations_then_exits_0(tmp_path: Path) 
         collector.wait_listening()
         names = ["openllmetry_chromadb-retriever-plain", "openinference-invented-plain"] * 3
         for index, name in enumerate(names):
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes(name, 0x4000 + index),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, name, 0x4000 + index)
             assert response.status_code == 200
         # The window is 60 s and the exit's bound 30 s: only the drain released these.
         assert collector.terminate(timeout=30) == 0
@@ -220,11 +211,7 @@ def test_sigterm_with_the_upstream_down_counts_what_it_could_not_send(tmp_path: 
     config["forwarding"] = {"retry_base_seconds": 600, "retry_max_seconds": 600}
     collector = start(write_config(tmp_path / "c.yaml", config))
     collector.wait_listening()
-    response = httpx.post(
-        f"{collector.http}/v1/traces",
-        content=request_bytes("langchain-retriever-plain", 0x5000),
-        headers=PROTOBUF,
-    )
+    response = send(collector.http, "langchain-retriever-plain", 0x5000)
     assert response.status_code == 200
     # Retries 10 minutes apart, an exit bound of 30 s: the drain deadline ended them.
     assert collector.terminate(timeout=30) == 0
@@ -290,11 +277,7 @@ def test_an_upstream_that_never_answers_cannot_hold_the_exit_past_the_deadline(
             config["forwarding"] = {"retry_base_seconds": 600, "retry_max_seconds": 600}
         collector = start(write_config(tmp_path / "c.yaml", config))
         collector.wait_listening()
-        response = httpx.post(
-            f"{collector.http}/v1/traces",
-            content=request_bytes("langchain-retriever-plain", 0x5100),
-            headers=PROTOBUF,
-        )
+        response = send(collector.http, "langchain-retriever-plain", 0x5100)
         assert response.status_code == 200
         assert wait_until(lambda: upstream.received >= 1)  # the call is under way
         if when == "during":  # the 503 came back: the sender is in its backoff
@@ -323,11 +306,7 @@ def test_a_full_evaluation_queue_drops_evaluations_not_requests(tmp_path: Path) 
         )
         with running_collector(tmp_path / "c.yaml", config) as collector:
             for index in range(6):
-                response = httpx.post(
-                    f"{collector.http}/v1/traces",
-                    content=request_bytes("langchain-retriever-plain", 0x6000 + index),
-                    headers=PROTOBUF,
-                )
+                response = send(collector.http, "langchain-retriever-plain", 0x6000 + index)
                 assert response.status_code == 200
             assert upstream.wait_for(18, 20)
         statuses = sorted(
@@ -344,11 +323,7 @@ def test_attach_span_forwards_at_once_and_sends_a_linked_carrier(tmp_path: Path)
     with otlp_receiver() as upstream:
         config = base_config(upstream.endpoint, attach="span", window_seconds=0)
         with running_collector(tmp_path / "c.yaml", config) as collector:
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes("langchain-retriever-plain", 0x7000),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, "langchain-retriever-plain", 0x7000)
             assert response.status_code == 200
             assert upstream.wait_for(4)
     sent = {
@@ -392,11 +367,7 @@ def test_the_window_is_bounded_the_oldest_spans_leave_early(tmp_path: Path) -> N
         config = base_config(upstream.endpoint, window_seconds=60, window_max_spans=2)
         with running_collector(tmp_path / "c.yaml", config) as collector:
             for index in range(5):
-                response = httpx.post(
-                    f"{collector.http}/v1/traces",
-                    content=request_bytes("openinference-invented-plain", 0x8000 + index),
-                    headers=PROTOBUF,
-                )
+                response = send(collector.http, "openinference-invented-plain", 0x8000 + index)
                 assert response.status_code == 200
             assert upstream.wait_for(3, 10)  # three left early; two wait out the window
             url = f"{collector.http}/metrics"
@@ -422,11 +393,7 @@ def test_a_partial_success_counts_the_spans_the_upstream_dropped(tmp_path: Path)
         )
         config = base_config(upstream.endpoint, enabled=False)
         with running_collector(tmp_path / "c.yaml", config) as collector:
-            response = httpx.post(
-                f"{collector.http}/v1/traces",
-                content=request_bytes("langchain-retriever-plain", 0x9000),
-                headers=PROTOBUF,
-            )
+            response = send(collector.http, "langchain-retriever-plain", 0x9000)
             assert response.status_code == 200
             url = f"{collector.http}/metrics"
             assert wait_until(

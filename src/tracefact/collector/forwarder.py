@@ -145,8 +145,8 @@ class GrpcUpstream:
 class Parcel:
     """Encoded spans on their way; `on_done` runs once every upstream is done with them.
 
-    It is told whether they were settled (sent, or refused for good) or cut off by the
-    drain deadline before some upstream had them.
+    It is told whether they were cut off by the drain deadline before some upstream had
+    them (else they were sent, or refused for good).
     """
 
     payload: bytes
@@ -282,14 +282,14 @@ class Forwarder:
         with parcel.lock:
             parcel.left -= 1
             last = parcel.left == 0
-            settled = not parcel.cut
+            cut = parcel.cut
         if not last:
             return
         with self._lock:
             self.spans -= parcel.spans
             self.bytes -= len(parcel.payload)
         if parcel.on_done is not None:
-            parcel.on_done(settled)
+            parcel.on_done(cut)
 
     def close(self, deadline: float) -> None:
         """Send what is held until `deadline` (this forwarder's clock); count the rest lost."""

@@ -136,7 +136,7 @@ class Collector:
         return ports
 
     def shutdown(self) -> None:
-        """Stop accepting, settle what is held, flush upstream; all within the deadline."""
+        """Stop accepting, finish what is held, flush upstream; all within the deadline."""
         deadline = time.monotonic() + self.config.drain_seconds
         self.ingest.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self.grpc is not None:

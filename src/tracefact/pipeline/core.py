@@ -164,15 +164,15 @@ class Pipeline(Generic[S]):
         the sinks before the place is given back (with what judging cost, for a
         budget), so that `force_flush` sees them.
         """
-        settled = self._jobs.settle(job)
-        if settled is None:
+        finished = self._jobs.finish(job)
+        if finished is None:
             return
         try:
-            if settled.held:
+            if finished.held:
                 self._delivery.deliver(job.record, job.span, verdict)
             else:
                 self._delivery.deliver(
-                    job.record, job.span, verdict.on_carrier(), count=not settled.counted
+                    job.record, job.span, verdict.on_carrier(), count=not finished.counted
                 )
         finally:
             if self._jobs.close(job):
@@ -218,7 +218,7 @@ class Pipeline(Generic[S]):
         self._jobs.wait_idle(self.options.drain_seconds)
         self._watchdog.stop()
         self._jobs.worker.stop(timeout=STOP_SECONDS)
-        for job in self._jobs.unsettled():
+        for job in self._jobs.unfinished():
             self._finish(job, unevaluated(semconv.STATUS_SHUTDOWN, job.decision.rate))
         return True
 

@@ -50,7 +50,7 @@ class Evaluation:
     async def run(self, job: Job[Any]) -> None:
         """Judge the job by its deadline, or end it with `timeout` a grace period later."""
         deadline = self.jobs.start(job, self.policy.timeout_seconds)
-        if deadline is None:  # settled, or moved off a stuck loop and started elsewhere
+        if deadline is None:  # finished, or moved off a stuck loop and started elsewhere
             return
         judging = asyncio.ensure_future(self._judge(job, deadline))
         try:

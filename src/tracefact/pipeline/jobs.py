@@ -3,7 +3,7 @@
 A job's state changes only here, one method per transition, so that whoever races for
 a job (the evaluation loop, the watchdog, shutdown, a replaced loop) gets a clear answer:
 `open` (refused once shutdown has begun), `start` (once, which sets its one deadline),
-`release` (its span leaves before its verdict), `settle` (once: the caller delivers its
+`release` (its span leaves before its verdict), `finish` (once: the caller delivers its
 last verdict) and `close` (once: the caller gives its place in flight back).
 """
 
@@ -61,12 +61,12 @@ class Job(Generic[S]):
         self.deadline: float | None = None
         """Monotonic time by which its evaluation must end; set once, when it starts."""
         self.done = False
-        """Settled: its last verdict is delivered (or being delivered), nothing else may be."""
+        """Finished: its last verdict is delivered (or being delivered), nothing else may be."""
         self.worker: Worker[Job[S]] | None = None
         """The evaluation loop it was handed to."""
 
 
-class Settled(NamedTuple):
+class Finished(NamedTuple):
     """What the one caller that settles a job needs to deliver its verdict."""
 
     held: bool
@@ -99,7 +99,7 @@ class Jobs(Generic[S]):
             return self.worker
 
     def start(self, job: Job[S], timeout_seconds: float) -> float | None:
-        """Its deadline, set now; None for a job settled or already started elsewhere."""
+        """Its deadline, set now; None for a job finished or already started elsewhere."""
         with self._lock:
             if job.done or job.deadline is not None:
                 return None
@@ -115,16 +115,16 @@ class Jobs(Generic[S]):
             job.counted = counted
             return True
 
-    def settle(self, job: Job[S]) -> Settled | None:
+    def finish(self, job: Job[S]) -> Finished | None:
         """Mark the job done; None for every caller but the first."""
         with self._lock:
             if job.done:
                 return None
             job.done = True
-            return Settled(job.held, job.counted)
+            return Finished(job.held, job.counted)
 
     def close(self, job: Job[S]) -> bool:
-        """Forget a settled job; True once, for the caller that gives its place back."""
+        """Forget a finished job; True once, for the caller that gives its place back."""
         with self._lock:
             if job not in self._open:
                 return False
@@ -138,7 +138,7 @@ class Jobs(Generic[S]):
             first, self.closed = not self.closed, True
             return first
 
-    def unsettled(self) -> list[Job[S]]:
+    def unfinished(self) -> list[Job[S]]:
         """Open jobs not yet done."""
         with self._lock:
             return [job for job in self._open if not job.done]

@@ -86,7 +86,7 @@ class Watchdog:
     def check(self, now: float) -> None:
         """One round: holds, then the loop's health."""
         overdue = False
-        for job in self._jobs.unsettled():
+        for job in self._jobs.unfinished():
             if job.held and now >= job.ended + self._max_hold:
                 self._release(job)
             if job.deadline is not None and now >= job.deadline + self._grace:

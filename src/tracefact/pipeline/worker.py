@@ -157,7 +157,7 @@ class Worker(Generic[Job]):
             loop.stop()
 
         # A loop left blocked by an evaluator keeps its tasks until the process ends; their
-        # jobs were settled already, so their destruction at exit is not worth a report.
+        # jobs were finished already, so their destruction at exit is not worth a report.
         loop.set_exception_handler(_quiet_about_abandoned_tasks)
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(cancel_all()))

@@ -107,8 +107,8 @@ class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
             logger.warning("tracefact: sink %s is full or shut down; dropping results", self.name)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        settled, _ = self._sender.flush(timeout_millis / 1000)
-        return settled
+        accounted, _ = self._sender.flush(timeout_millis / 1000)
+        return accounted
 
     def shutdown(self) -> None:
         self._sender.shutdown(self.drain_seconds)
