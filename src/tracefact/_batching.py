@@ -7,7 +7,8 @@ sinks (`sinks.http.HTTPSink`, results to a backend's API) and the collector's fo
 becomes (`Transport.requests`), how one is sent (`Transport.send`) and what to do with
 each outcome; the sender keeps the promises all three need:
 - `submit` never blocks: past `max_queue` (in weight: spans, results) it refuses
-  with `full`, after shutdown with `shutdown`, and the owner counts the refusal;
+  with `full`, after shutdown with `shutdown` (`semconv.Refusal`'s words), and the owner
+  counts the refusal;
 - every accepted item is accounted for once: `delivered`, or `lost` as `failed`
   (permanent, or out of retries) or `shutdown` (the drain deadline passed first);
 - a transient failure is retried on a schedule of its own (`tracefact._retry.Retries`),
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
+from tracefact import semconv
 from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork, run_suppressed
 from tracefact._retry import Attempt, Retries, failed_attempt
@@ -38,8 +40,6 @@ logger = logging.getLogger("tracefact")
 T = TypeVar("T")
 R = TypeVar("R")
 
-Refusal = Literal["full", "shutdown"]
-"""Why `submit` turned an item away (`semconv.Refusal`'s words)."""
 Loss = Literal["failed", "shutdown"]
 """Why an accepted item never got through."""
 
@@ -146,7 +146,7 @@ class BatchSender(Generic[T, R]):
         self._thread: threading.Thread | None = None
 
     # --- callers' threads ----------------------------------------------------------------
-    def submit(self, item: T) -> Refusal | None:
+    def submit(self, item: T) -> semconv.Refusal | None:
         """Queue `item`; a refusal (full, or after shutdown) is the caller's to count.
 
         Refused items count as lost in the next `flush`'s answer.
@@ -154,11 +154,11 @@ class BatchSender(Generic[T, R]):
         weight = self._weight(item) if self._weight is not None else 1
         limit = self.options.max_queue
         with self._changed:
-            refusal: Refusal | None = None
+            refusal: semconv.Refusal | None = None
             if self._stopped:
-                refusal = "shutdown"
+                refusal = semconv.REFUSED_SHUTDOWN
             elif limit is not None and self._queue and self._queued_weight + weight > limit:
-                refusal = "full"
+                refusal = semconv.REFUSED_FULL
             if refusal is not None:
                 self._lost += 1  # a flush answers for refused items too
                 return refusal
