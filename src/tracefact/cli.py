@@ -15,6 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -155,20 +156,8 @@ def _add_eval(commands: Any) -> None:
 def _eval_command(args: argparse.Namespace) -> int:
     from tracefact.evaluate_file import EvalFileOptions, run
 
-    return run(
-        EvalFileOptions(
-            file=args.file,
-            out=args.out,
-            evaluator=args.evaluator,
-            concurrency=args.concurrency,
-            limit=args.limit,
-            timeout=args.timeout,
-            retries=args.retries,
-            api_base=args.api_base,
-            retry_errors=args.retry_errors,
-            force=args.force,
-        )
-    )
+    # The parser's destinations are the options' names.
+    return run(EvalFileOptions(**{f.name: getattr(args, f.name) for f in fields(EvalFileOptions)}))
 
 
 # --- tracefact report --------------------------------------------------------------------
