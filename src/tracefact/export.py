@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
@@ -36,7 +36,34 @@ _DROP_REASONS: dict[str, str] = {
 }
 
 
-class ExportProcessor(SpanProcessor, Transport[ReadableSpan, Sequence[ReadableSpan]]):
+class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
+    """The export stage's transport: a batch is one export call; a loss is counted."""
+
+    def __init__(self, exporter: SpanExporter, dropped: Callable[[str, int], None]) -> None:
+        self.exporter = exporter
+        self._dropped = dropped
+
+    def requests(
+        self, batch: list[ReadableSpan]
+    ) -> Iterable[tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]]:
+        return [(batch, batch)]
+
+    def send(self, request: Sequence[ReadableSpan], timeout: float | None) -> Attempt:
+        try:
+            exported = self.exporter.export(request) == SpanExportResult.SUCCESS
+        except Exception as exc:
+            logger.exception("tracefact: exporter %s failed", type(self.exporter).__name__)
+            return Attempt(False, error=f"{type(exc).__name__}: {exc}")
+        return Attempt(exported, error="" if exported else "the exporter reported failure")
+
+    def delivered(self, items: Sequence[ReadableSpan], attempt: Attempt) -> None:
+        pass
+
+    def lost(self, items: Sequence[ReadableSpan], reason: Loss, error: str) -> None:
+        self._dropped(_DROP_REASONS[reason], len(items))
+
+
+class ExportProcessor(SpanProcessor):
     """Batches ended spans to `exporter` from a queue of at most `max_queue_size` spans.
 
     A batch leaves when `max_batch_size` spans wait, after `schedule_delay_seconds`,
@@ -69,7 +96,8 @@ class ExportProcessor(SpanProcessor, Transport[ReadableSpan, Sequence[ReadableSp
             max_batch=min(max_batch_size, max_queue_size),
             delay_seconds=schedule_delay_seconds,
         )
-        self._sender = BatchSender(self, options, name="tracefact-export", clock=clock)
+        transport = _Exports(exporter, self._dropped)
+        self._sender = BatchSender(transport, options, name="tracefact-export", clock=clock)
         self._closed = False
 
     # --- application threads ------------------------------------------------------------
@@ -93,26 +121,6 @@ class ExportProcessor(SpanProcessor, Transport[ReadableSpan, Sequence[ReadableSp
                 reason,
                 semconv.METRIC_EXPORT_DROPPED,
             )
-
-    # --- the sender's transport (its thread) ----------------------------------------------
-    def requests(
-        self, batch: list[ReadableSpan]
-    ) -> Iterable[tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]]:
-        return [(batch, batch)]
-
-    def send(self, request: Sequence[ReadableSpan], timeout: float | None) -> Attempt:
-        try:
-            exported = self.exporter.export(request) == SpanExportResult.SUCCESS
-        except Exception as exc:
-            logger.exception("tracefact: exporter %s failed", type(self.exporter).__name__)
-            return Attempt(False, error=f"{type(exc).__name__}: {exc}")
-        return Attempt(exported, error="" if exported else "the exporter reported failure")
-
-    def delivered(self, items: Sequence[ReadableSpan], attempt: Attempt) -> None:
-        pass
-
-    def lost(self, items: Sequence[ReadableSpan], reason: Loss, error: str) -> None:
-        self._dropped(_DROP_REASONS[reason], len(items))
 
     # --- lifecycle ----------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 
 import httpx
@@ -24,7 +24,7 @@ from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork
 from tracefact._retry import Attempt, Backoff, Retries, attempt_of, failed_attempt
 from tracefact.sinks.base import EvaluatedSpan
-from tracefact.sinks.metrics import SinkMetrics
+from tracefact.sinks.metrics import SinkMetrics, SinkOutcome
 
 logger = logging.getLogger("tracefact")
 
@@ -34,7 +34,52 @@ Delivery = SinkRequest
 """The former name of `SinkRequest`, kept for sinks written against it."""
 
 
-class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
+class _Requests(Transport[EvaluatedSpan, httpx.Request]):
+    """A sink's transport: its requests sent with one client, outcomes counted by the sink."""
+
+    def __init__(self, sink: HTTPSink) -> None:
+        self.sink = sink
+        self.client: httpx.Client | None = None  # the sender thread's; made on first use
+        reset_after_fork(self.forget_client)
+
+    def forget_client(self) -> None:
+        """A forked child builds its own client (the parent's connections are not its)."""
+        self.client = None
+
+    def requests(self, batch: list[EvaluatedSpan]) -> Iterable[SinkRequest]:
+        sink = self.sink
+        if self.client is None:
+            self.client = httpx.Client(
+                base_url=sink.endpoint, headers=sink.headers, timeout=sink.timeout_seconds
+            )
+        return list(sink.deliveries(self.client, batch))
+
+    def send(self, request: httpx.Request, timeout: float | None) -> Attempt:
+        assert self.client is not None  # built with the request
+        if timeout is not None:  # draining: no call outlasts the deadline
+            request.extensions["timeout"] = httpx.Timeout(timeout).as_dict()
+        try:
+            response = self.client.send(request)
+        except httpx.TransportError as exc:
+            return failed_attempt(exc)
+        return attempt_of(response, retry_not_found=self.sink.retry_not_found)
+
+    def delivered(self, items: Sequence[EvaluatedSpan], attempt: Attempt) -> None:
+        self.sink.count("delivered", len(items))
+
+    def lost(self, items: Sequence[EvaluatedSpan], reason: Loss, error: str) -> None:
+        name = self.sink.name
+        logger.warning(
+            "tracefact: sink %s could not deliver %d result(s): %s", name, len(items), error
+        )
+        self.sink.count("failed", len(items))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+class HTTPSink(ABC):
     """Batches, sends and retries results on its own thread.
 
     Never blocks or raises into the pipeline.
@@ -75,7 +120,7 @@ class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
         self.drain_seconds = drain_seconds
         self._metrics = SinkMetrics(self.name, meter_provider)
         self._overflowing = threading.Event()  # warned about refusals once per overflow
-        self._client: httpx.Client | None = None  # the sender thread's; made on first use
+        self._transport = _Requests(self)
         options = BatchOptions(
             max_queue=queue_size,
             max_batch=max_batch_size,
@@ -83,8 +128,8 @@ class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
             retries=Retries(max_retries, Backoff(backoff_seconds, max_backoff_seconds)),
             timeout_seconds=timeout_seconds,
         )
-        self._sender = BatchSender(self, options, name=f"tracefact-sink-{self.name}", clock=clock)
-        reset_after_fork(self._forget_client)
+        name = f"tracefact-sink-{self.name}"
+        self._sender = BatchSender(self._transport, options, name=name, clock=clock)
 
     @abstractmethod
     def deliveries(
@@ -92,16 +137,16 @@ class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
     ) -> Iterable[SinkRequest]:
         """The requests that carry `batch` (built with `client.build_request`)."""
 
-    def _forget_client(self) -> None:
-        """A forked child builds its own client (the parent's connections are not its)."""
-        self._client = None
+    def count(self, outcome: SinkOutcome, results: int) -> None:
+        """Count results in `tracefact.sink.results` by this sink's name and `outcome`."""
+        self._metrics.count(outcome, results)
 
     # --- pipeline side ----------------------------------------------------------------------
     def submit(self, evaluated: EvaluatedSpan) -> None:
         if self._sender.submit(evaluated) is None:
             self._overflowing.clear()
             return
-        self._metrics.count("dropped", 1)
+        self.count("dropped", 1)
         if not self._overflowing.is_set():
             self._overflowing.set()
             logger.warning("tracefact: sink %s is full or shut down; dropping results", self.name)
@@ -112,32 +157,4 @@ class HTTPSink(Transport[EvaluatedSpan, httpx.Request]):
 
     def shutdown(self) -> None:
         self._sender.shutdown(self.drain_seconds)
-        if self._client is not None:
-            self._client.close()
-
-    # --- the sender's transport (its thread) --------------------------------------------------
-    def requests(self, batch: list[EvaluatedSpan]) -> Iterable[SinkRequest]:
-        if self._client is None:
-            self._client = httpx.Client(
-                base_url=self.endpoint, headers=self.headers, timeout=self.timeout_seconds
-            )
-        return list(self.deliveries(self._client, batch))
-
-    def send(self, request: httpx.Request, timeout: float | None) -> Attempt:
-        assert self._client is not None  # built with the request
-        if timeout is not None:  # draining: no call outlasts the deadline
-            request.extensions["timeout"] = httpx.Timeout(timeout).as_dict()
-        try:
-            response = self._client.send(request)
-        except httpx.TransportError as exc:
-            return failed_attempt(exc)
-        return attempt_of(response, retry_not_found=self.retry_not_found)
-
-    def delivered(self, items: Sequence[EvaluatedSpan], attempt: Attempt) -> None:
-        self._metrics.count("delivered", len(items))
-
-    def lost(self, items: Sequence[EvaluatedSpan], reason: Loss, error: str) -> None:
-        logger.warning(
-            "tracefact: sink %s could not deliver %d result(s): %s", self.name, len(items), error
-        )
-        self._metrics.count("failed", len(items))
+        self._transport.close()
