@@ -180,8 +180,7 @@ class BatchSender(Generic[T, R]):
         """Send what is queued now, waiting at most `timeout_seconds`.
 
         Returns whether every item accepted before the call was accounted for (delivered
-        or lost) in time, and how
-        many items were lost since the last flush that answered.
+        or lost) in time, and how many items were lost since the last flush that answered.
         """
         with self._changed:
             target = self._accepted

@@ -94,9 +94,17 @@ def stop(processes: Iterable[CollectorProcess]) -> None:
 
 def counter(process: CollectorProcess, name: str) -> float:
     """A counter's value on the process's /metrics (0 when not yet counted)."""
+    return _metric(process, name.replace(".", "_") + "_total")
+
+
+def gauge(process: CollectorProcess, name: str) -> float:
+    """A gauge's value on the process's /metrics (0 when absent)."""
+    return _metric(process, name.replace(".", "_"))
+
+
+def _metric(process: CollectorProcess, sample: str) -> float:
     text = httpx.get(f"http://127.0.0.1:{process.ports['metrics']}/metrics").text
-    prefix = name.replace(".", "_")
-    values = re.findall(rf"^{prefix}_total(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    values = re.findall(rf"^{sample}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
     return sum(float(v) for v in values)
 
 

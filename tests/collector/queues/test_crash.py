@@ -21,6 +21,7 @@ from tests.collector.queues.processes import (
     SPANS_PER_TRACE,
     arrivals,
     counter,
+    gauge,
     kill,
     llm_statuses,
     redis_keys,
@@ -37,6 +38,7 @@ from tracefact import semconv
 
 TRACES = 8
 REDELIVERED = semconv.METRIC_COLLECTOR_REDELIVERED
+BUFFERED = semconv.METRIC_COLLECTOR_BUFFERED
 
 
 def assert_all_arrived_once_or_counted(
@@ -104,7 +106,10 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     )
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=True)))
-    # Evaluated and being forwarded: the upstream refuses, the collector retries.
+    # Evaluated and being forwarded: every span is in the forwarding buffer, the upstream
+    # refuses, the collector retries.
+    everything = TRACES * SPANS_PER_TRACE
+    assert wait_until(lambda: gauge(first, BUFFERED) == everything, timeout=20)
     assert wait_until(lambda: upstream.refused >= 5, timeout=20)
     kill(first)
     upstream.fail_with = None
