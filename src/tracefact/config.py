@@ -15,6 +15,7 @@ A wrong value fails where it was given, naming it as it was spelt there:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -267,7 +268,7 @@ def _evaluator_objects(value: list[Any]) -> list[Any]:
 
 
 def _exporters(value: Any) -> Any:
-    for item in [value] if isinstance(value, str) else value if isinstance(value, list) else ():
+    for item in exporter_list(value):
         if isinstance(item, str):
             _exporter_names(item)
     return value
@@ -288,9 +289,10 @@ def exporter_list(value: Any) -> list[str | SpanExporter]:
     items = value if isinstance(value, list | tuple) else [value]
     out: list[str | SpanExporter] = []
     for item in items:
-        out.extend(n.strip() for n in item.split(",")) if isinstance(item, str) else out.append(
-            item
-        )
+        if isinstance(item, str):
+            out.extend(name.strip() for name in item.split(","))
+        else:
+            out.append(item)
     return out
 
 
@@ -325,8 +327,7 @@ SETTINGS: dict[str, Setting] = {
             "scrubbing",
             None,
             env=None,
-            argument=bool
-            | Annotated[InstanceOf[ScrubbingOptions], AfterValidator(check_scrubbing)],
+            argument=bool | _Scrubbing,
         ),
         # evaluation
         Setting(
@@ -386,25 +387,14 @@ def _field_type(path: tuple[str, ...]) -> Any:
     return Annotated[parts]  # Annotated[T, *metadata]
 
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
-
-
-def _adapter(setting: Setting) -> TypeAdapter[Any]:
-    adapter = _ADAPTERS.get(setting.name)
-    if adapter is None:
-        assert setting.path is not None or setting.argument is not None
-        kind = setting.argument if setting.argument is not None else _field_type(setting.path)  # type: ignore[arg-type]
-        adapter = _ADAPTERS[setting.name] = TypeAdapter(kind)
-    return adapter
-
-
-def _field_adapter(setting: Setting) -> TypeAdapter[Any]:
-    assert setting.path is not None
-    key = f"field:{setting.name}"
-    adapter = _ADAPTERS.get(key)
-    if adapter is None:
-        adapter = _ADAPTERS[key] = TypeAdapter(_field_type(setting.path))
-    return adapter
+@functools.cache
+def _adapter(name: str, keyword: bool) -> TypeAdapter[Any]:
+    """The validator of setting `name`: as `configure()`'s keyword takes it, or as its field."""
+    setting = SETTINGS[name]
+    if keyword and setting.argument is not None:
+        return TypeAdapter(setting.argument)
+    assert setting.path is not None, f"{name} is an object: its keyword has a type"
+    return TypeAdapter(_field_type(setting.path))
 
 
 def invalid(where: str, error: ValidationError) -> Exception:
@@ -424,11 +414,10 @@ def _type_error(kind: str) -> bool:
 
 def check_argument(name: str, value: Any) -> Any:
     """`configure(name=value)` checked strictly against the table; the value validated."""
-    setting = SETTINGS[name]
     if isinstance(value, tuple):
         value = list(value)  # a tuple where a list is declared is as good
     try:
-        return _adapter(setting).validate_python(value, strict=True)
+        return _adapter(name, keyword=True).validate_python(value, strict=True)
     except ValidationError as exc:
         raise invalid(f"configure({name}=...)", exc) from None
 
@@ -443,7 +432,7 @@ def read_variable(setting: Setting, raw: str) -> Any:
             value = [part.strip() for part in raw.split(",") if part.strip()]
         else:
             value = raw
-        return _field_adapter(setting).validate_python(value)
+        return _adapter(setting.name, keyword=False).validate_python(value)
     except ValueError as exc:  # ValidationError, and JSON's errors
         if isinstance(exc, ValidationError):
             raise invalid(where, exc) from None

@@ -202,10 +202,10 @@ def sent_ids(traces: range) -> set[bytes]:
 
 
 def redis_keys(
-    server: RedisServer, consume: bool = True, claim_seconds: float = 1
+    server: RedisServer, consume: bool = True, lease_seconds: float = 1
 ) -> dict[str, Any]:
     """`queue: redis` on `server`; a short claim time moves a dead consumer's entries on."""
-    settings = {"url": server.url, "claim_seconds": claim_seconds, "consume": consume}
+    settings = {"url": server.url, "lease_seconds": lease_seconds, "consume": consume}
     return {"queue": "redis", "redis": settings}
 
 

@@ -210,7 +210,7 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     # Each worker evaluates 4 LLM spans at a time and holds at most 16 in its window: the
     # rest wait in Redis for either. The senders drift apart: a window of 3 s covers it.
     # Nobody dies here: a claim time no busy machine reaches, so nothing is taken twice.
-    queue = redis_keys(redis_server, claim_seconds=60)
+    queue = redis_keys(redis_server, lease_seconds=60)
     settings = processes.config(upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **queue)
     settings["evaluation"]["window_max_spans"] = 16
     workers = [start("worker", tmp_path / f"w{i}.yaml", settings) for i in (1, 2)]
