@@ -475,6 +475,9 @@ def resolve(
     """
     data: dict[str, dict[str, Any]] = {name: {} for name in GROUPS}
     for name, group in groups.items():
+        if group is not None and not isinstance(group, GROUPS[name]):
+            kind = GROUPS[name].__name__
+            raise TypeError(f"configure({name}=...) must be a {kind}, not {type(group).__name__}")
         if group is not None:
             data[name] = _set_fields(group)
     for setting in SETTINGS.values():
