@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -19,6 +20,16 @@ from tracefact.evaluators.lexical import LexicalOverlap
 from tracefact.sampling import Never, RateLimit
 
 STATUS = semconv.EVAL_STATUS
+
+
+def data_points(reader: InMemoryMetricReader) -> dict[str, Any]:
+    """Each metric's data points, by name."""
+    return {
+        metric.name: metric.data.data_points
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
 
 
 @pytest.fixture
@@ -268,12 +279,7 @@ def test_metrics_account_for_every_llm_span() -> None:
     p.llm_span(output="ok")  # dropped: the only slot is taken
     p.close()
     p2_spans = p.exported()
-    points = {
-        metric.name: metric.data.data_points
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-    }
+    points = data_points(reader)
     by_status = {dp.attributes["status"]: dp.value for dp in points["tracefact.eval.spans"]}
     assert by_status == {"dropped": 1, "shutdown": 1}
     assert sum(by_status.values()) == len(p2_spans)
@@ -290,12 +296,7 @@ def test_evaluation_metrics_record_label_score_cost() -> None:
     p.llm_span(output="ok")
     assert p.flush()
     p.close()
-    points = {
-        metric.name: metric.data.data_points
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-    }
+    points = data_points(reader)
     labels = {dp.attributes["label"]: dp.value for dp in points["tracefact.evaluations"]}
     assert labels == {"hallucinated": 1, "factual": 1}
     assert points["tracefact.eval.cost"][0].value == pytest.approx(0.004)
