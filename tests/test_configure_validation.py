@@ -58,6 +58,11 @@ def fresh_globals() -> Iterator[None]:
         ("scrubbing", "on", TypeError),
         ("scrubbing", ScrubbingOptions(extra_patterns=["(unclosed"]), ValueError),
         ("tracer_provider", object(), TypeError),
+        ("monitor", {"max_groups": 3}, TypeError),
+        ("evaluation", "fast", TypeError),
+        ("drain_seconds", -1, ValueError),
+        ("documents_max_traces", 0, ValueError),
+        ("monitor_group_by", [""], ValueError),
     ],
 )
 def test_wrong_arguments_fail_at_the_call_naming_the_argument(

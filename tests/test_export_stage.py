@@ -144,6 +144,7 @@ def test_force_flush_is_false_when_the_otlp_endpoint_is_down(metrics: Metrics) -
     assert metrics.by(semconv.METRIC_EXPORT_DROPPED, "reason") == {"export_failed": 2}
 
 
+@pytest.mark.slow
 def test_reconfigure_under_load_exports_or_counts_every_span(metrics: Metrics) -> None:
     exporters = [Slow()]
     tracefact.configure(exporter=exporters[0], evaluators=[], meter_provider=metrics.provider)

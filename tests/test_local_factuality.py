@@ -208,6 +208,7 @@ async def test_event_loop_stays_responsive_while_the_model_runs(detector: LocalF
     assert ticks > 0
 
 
+@pytest.mark.slow
 async def test_long_context_and_long_answer_are_read_whole(detector: LocalFactuality) -> None:
     filler = [
         f"On day {i} the council of district {i % 37} discussed road repairs and school meals."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -26,19 +27,29 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 
-from tracefact._validate import validate_configure
-from tracefact.config import FILE_EXPORTER, Settings
+from tracefact.config import (
+    FILE_EXPORTER,
+    GROUPS,
+    SETTINGS,
+    EvaluationOptions,
+    ExportOptions,
+    MonitorOptions,
+    PrometheusOptions,
+    Resolved,
+    check_argument,
+    exporter_list,
+    resolve,
+)
 from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
+from tracefact.conventions.documents import DocumentStore
 from tracefact.evaluators.base import Evaluator
-from tracefact.evaluators.registry import default_evaluators, from_spec
 from tracefact.export import ExportProcessor
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
-from tracefact.monitor.live import rate_monitor
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
-from tracefact.sampling import Always, Ratio, Sampler
+from tracefact.sampling import Sampler
 from tracefact.scrubbing import ScrubbingOptions, set_scrubbing
 from tracefact.sinks.base import ResultSink
 from tracefact.spans_file import SpanFileExporter
@@ -72,9 +83,6 @@ _atexit_registered = False
 
 ExporterSpec = str | SpanExporter
 
-_NOT_SETTINGS = frozenset({"exporter", "evaluators", "monitor_group_by"})
-"""`configure` arguments whose objects differ from their `Settings` spelling (names)."""
-
 
 def configure(
     *,
@@ -99,6 +107,13 @@ def configure(
     timeout_seconds: float | None = None,
     max_retries: int | None = None,
     max_hold_seconds: float | None = None,
+    drain_seconds: float | None = None,
+    api_base: str | None = None,
+    sample_rate: float | None = None,
+    documents_max_bytes: int | None = None,
+    documents_max_traces: int | None = None,
+    documents_max_documents: int | None = None,
+    documents_max_age_seconds: float | None = None,
     sinks: Sequence[ResultSink] = (),
     span_mapping: SpanMapping | None = None,
     contexts_from_prompt: bool = False,
@@ -109,6 +124,11 @@ def configure(
     prometheus_host: str | None = None,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
+    export: ExportOptions | None = None,
+    capture: CaptureOptions | None = None,
+    evaluation: EvaluationOptions | None = None,
+    monitor: MonitorOptions | None = None,
+    prometheus: PrometheusOptions | None = None,
 ) -> TracerProvider:
     """Set tracefact up; arguments left out come from `TRACEFACT_*` variables, then defaults.
 
@@ -142,71 +162,55 @@ def configure(
     prometheus_port: serve tracefact's metrics (the rate's counters and gauges, the
     pipeline's) for Prometheus at ``http://prometheus_host:port/metrics`` (host default
     127.0.0.1; needs the ``prometheus`` extra); not with `meter_provider`.
-    The other options build the pipeline's `PipelineOptions`. A wrong argument raises
-    TypeError or ValueError naming it.
+    drain_seconds: how long shutdown lets running evaluations finish; api_base: where
+    judges named in TRACEFACT_EVALUATORS send their calls; sample_rate: the share of
+    traces judged when no `sampler` is given; documents_max_*: the bounds of the
+    per-trace store of retrieved documents.
+
+    Every setting is declared once in `tracefact.config`'s table, and can also be given
+    grouped, as `scrubbing=` is: ``export=ExportOptions(...)``, ``capture=...``,
+    ``evaluation=EvaluationOptions(...)``, ``monitor=...``, ``prometheus=...``; a flat
+    keyword wins over its group's field, which wins over ``TRACEFACT_*``. The other
+    options build the pipeline's `PipelineOptions`. A wrong argument raises TypeError or
+    ValueError naming it.
     """
     global _installation, _atexit_registered
-    arguments = dict(locals())  # every argument by name: validated, then read by name
-    validate_configure(arguments)
-    exporters = [exporter] if isinstance(exporter, (str, SpanExporter)) else exporter
-    named = [e for e in exporters or () if isinstance(e, str)]
-    explicit = {  # options also readable from TRACEFACT_* variables, where given here
-        name: arguments[name]
-        for name in Settings.model_fields
-        if name not in _NOT_SETTINGS and arguments.get(name) is not None
-    }
-    if exporters is not None:
-        explicit["exporter"] = ",".join(named) if named else "none"
-    if monitor_group_by is not None:
-        explicit["monitor_group_by"] = (
-            monitor_group_by if isinstance(monitor_group_by, str) else ",".join(monitor_group_by)
-        )
-    settings = Settings(**explicit)
-    if settings.prometheus_port is not None and meter_provider is not None:
+    arguments = dict(locals())  # every argument by name: checked, then read by name
+    groups = {name: arguments.pop(name) for name in GROUPS}
+    for name, value in arguments.items():
+        if value is not None and SETTINGS[name].path is None:
+            check_argument(name, value)  # objects only configure() takes
+    settings = resolve(arguments, groups, os.environ)
+    if settings.prometheus.port is not None and meter_provider is not None:
         raise ValueError(
             "configure(prometheus_port=...) serves metrics of its own meter provider: "
             "leave meter_provider out, or serve that provider's metrics yourself"
         )
     scraped = None
-    if settings.prometheus_port is not None:
-        scraped = PrometheusMetrics(resource=_resource(settings))
+    if settings.prometheus.port is not None:
+        scraped = PrometheusMetrics(resource=_resource(settings.export))
         meter_provider = scraped.meter_provider
     set_scrubbing(scrubbing)
-    read_options = ReadOptions(
-        mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
-        contexts_from_prompt=contexts_from_prompt,
-    )
-    set_capture_options(
-        CaptureOptions(
-            capture_content=settings.capture_content,
-            max_attribute_length=settings.max_attribute_length,
-            redact=redact,
-        )
-    )
-    objects = [e for e in exporters or () if isinstance(e, SpanExporter)]
-    processor = _export_processor(objects, settings, meter_provider)
+    set_capture_options(settings.capture)
+    objects = [e for e in exporter_list(exporter or ()) if isinstance(e, SpanExporter)]
+    processor = _export_processor(objects, settings.export, meter_provider)
     if evaluators is None:
-        evaluators = _evaluators_from(settings)
+        evaluators = settings.evaluation.build_evaluators("TRACEFACT_EVALUATORS")
     if evaluators:
-        monitor = rate_monitor(
-            [e.name for e in evaluators],
-            meter_provider,
-            group_by=settings.group_by(),
-            max_groups=settings.monitor_max_groups,
-            window_seconds=settings.monitor_window_seconds,
-        )
-        processor = EvaluationProcessor(
+        processor = _evaluation_processor(
             processor,
             evaluators,
-            settings.pipeline_options(),
-            sampler=sampler or _default_sampler(settings),
-            sinks=sinks,
-            observers=[monitor],
-            meter_provider=meter_provider,
-            reader=SpanReader(read_options),
+            settings,
+            sampler,
+            sinks,
+            meter_provider,
+            ReadOptions(
+                mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
+                contexts_from_prompt=contexts_from_prompt,
+            ),
         )
     with _lock:
-        provider = tracer_provider or _global_sdk_provider() or _new_provider(settings)
+        provider = tracer_provider or _global_sdk_provider() or _new_provider(settings.export)
         if _global_sdk_provider() is None:
             trace.set_tracer_provider(provider)  # decorators trace through the global one
         if _installation is not None and _installation.provider is provider:
@@ -226,12 +230,35 @@ def configure(
     if old_endpoint is not None:
         old_endpoint.shutdown()  # frees its port before a new endpoint takes it
     if scraped is not None:
-        _serve(scraped, settings)
+        _serve(scraped, settings.prometheus)
     return provider
 
 
-def _serve(endpoint: PrometheusMetrics, settings: Settings) -> None:
-    host, port = settings.prometheus_host, settings.prometheus_port or 0
+def _evaluation_processor(
+    downstream: SpanProcessor,
+    evaluators: Sequence[Evaluator],
+    settings: Resolved,
+    sampler: Sampler | None,
+    sinks: Sequence[ResultSink],
+    meter_provider: MeterProvider | None,
+    read_options: ReadOptions,
+) -> SpanProcessor:
+    evaluation = settings.evaluation
+    monitor = settings.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
+    return EvaluationProcessor(
+        downstream,
+        evaluators,
+        evaluation.pipeline_options(),
+        sampler=sampler or evaluation.sampler.build(),
+        sinks=sinks,
+        observers=[monitor],
+        meter_provider=meter_provider,
+        reader=SpanReader(read_options, store=DocumentStore(**evaluation.documents.model_dump())),
+    )
+
+
+def _serve(endpoint: PrometheusMetrics, settings: PrometheusOptions) -> None:
+    host, port = settings.host, settings.port or 0
     try:
         port = endpoint.serve(host, port)
     except OSError as exc:
@@ -256,16 +283,6 @@ def _register_exit_hook(hook: Callable[[], object]) -> None:
         atexit.register(hook)
 
 
-def _default_sampler(settings: Settings) -> Sampler:
-    return Always() if settings.sample_rate == 1.0 else Ratio(settings.sample_rate)
-
-
-def _evaluators_from(settings: Settings) -> list[Evaluator]:
-    if settings.evaluators is None:
-        return default_evaluators()
-    return [from_spec(spec) for spec in settings.evaluators.split(",") if spec.strip()]
-
-
 def force_flush(timeout_millis: int = 30000) -> bool:
     """Export everything tracefact holds; False if the timeout passed first."""
     installation = _installation
@@ -287,11 +304,11 @@ def _global_sdk_provider() -> TracerProvider | None:
     return provider if isinstance(provider, TracerProvider) else None
 
 
-def _new_provider(settings: Settings) -> TracerProvider:
+def _new_provider(settings: ExportOptions) -> TracerProvider:
     return TracerProvider(resource=_resource(settings))
 
 
-def _resource(settings: Settings) -> Resource:
+def _resource(settings: ExportOptions) -> Resource:
     attributes: dict[str, Any] = dict(settings.resource_attributes)
     if settings.service_name:
         attributes[SERVICE_NAME] = settings.service_name
@@ -299,17 +316,17 @@ def _resource(settings: Settings) -> Resource:
 
 
 def _export_processor(
-    exporters: list[SpanExporter], settings: Settings, meter_provider: MeterProvider | None
+    exporters: list[SpanExporter], settings: ExportOptions, meter_provider: MeterProvider | None
 ) -> SpanProcessor:
     """One processor per exporter (console prints at once, the others batch)."""
 
     def batched(exporter: SpanExporter) -> SpanProcessor:
         return ExportProcessor(
             exporter,
-            max_queue_size=settings.export_queue_size,
-            max_batch_size=settings.export_batch_size,
-            schedule_delay_seconds=settings.export_delay_seconds,
-            shutdown_timeout_seconds=settings.export_timeout_seconds,
+            max_queue_size=settings.queue_size,
+            max_batch_size=settings.batch_size,
+            schedule_delay_seconds=settings.delay_seconds,
+            drain_seconds=settings.timeout_seconds,
             meter_provider=meter_provider,
         )
 
@@ -321,7 +338,7 @@ def _export_processor(
             otlp = OTLPSpanExporter(
                 endpoint=traces_endpoint(settings.endpoint),
                 headers=settings.headers,
-                timeout=settings.export_timeout_seconds,
+                timeout=settings.timeout_seconds,
             )
             processors.append(batched(otlp))
         elif name.startswith(FILE_EXPORTER):

@@ -1,7 +1,7 @@
 """Optional dependencies, imported on first use with the settings tracefact needs.
 
-A missing one is a `MissingExtraError` that names the extra to install. The package is
-not on a public index, so the hint gives the command for a wheel and for a clone.
+A missing one is a `MissingExtraError` (`tracefact.errors`) that names the extra to
+install. A leaf: it imports nothing of tracefact but the error tree.
 """
 
 from __future__ import annotations
@@ -14,21 +14,9 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from tracefact.evaluators.base import EvaluationError
+from tracefact.errors import MissingExtraError, install_hint
 
-
-def install_hint(extra: str) -> str:
-    """The commands that install an extra, e.g. ``pip install 'tracefact[litellm]'``."""
-    return f"pip install 'tracefact[{extra}]' (from a clone: pip install -e '.[{extra}]')"
-
-
-class MissingExtraError(EvaluationError, ImportError):
-    """An optional dependency is not installed: permanent until it is, so never retried."""
-
-    def __init__(self, module: str, extra: str) -> None:
-        super().__init__(f"{module} is not installed; install the extra: {install_hint(extra)}")
-        self.name = module
-        self.extra = extra
+__all__ = ["MissingExtraError", "import_extra", "import_litellm", "install_hint"]
 
 
 def import_extra(module: str, extra: str) -> ModuleType:

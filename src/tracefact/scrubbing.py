@@ -232,6 +232,20 @@ DEFAULT_SCRUBBER = Scrubber()
 _current: Scrubber | None = DEFAULT_SCRUBBER
 
 
+def check_scrubbing(options: ScrubbingOptions) -> ScrubbingOptions:
+    """`options` with patterns that compile and keys that are names, else a ValueError."""
+    for pattern in options.extra_patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise ValueError(f"pattern {pattern!r}: {exc}") from None
+    if isinstance(options.allow_keys, str) or not all(
+        isinstance(k, str) for k in options.allow_keys
+    ):
+        raise ValueError("allow_keys must be a list of str")
+    return options
+
+
 def set_scrubbing(options: ScrubbingOptions | bool | None) -> None:
     """Process-wide: ``None``/``True`` the default patterns, ``False`` off, or options."""
     global _current

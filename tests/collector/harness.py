@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from tests.conventions.fixtures import load
+from tests.waiting import eventually
 from tracefact.conventions.otlp import OtlpSpan
 
 TRACEFACT = Path(sys.executable).parent / "tracefact"
@@ -142,7 +142,7 @@ def base_config(upstream: str, **evaluation: Any) -> dict[str, Any]:
             "drain_seconds": 3,
             **evaluation,
         },
-        "shutdown_seconds": 10,
+        "drain_seconds": 10,
     }
 
 
@@ -187,9 +187,5 @@ def attributes(span: Span) -> dict[str, Any]:
 
 
 def wait_until(predicate: Any, timeout: float = 15.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    """`tests.waiting.eventually`, with the collector tests' bound and pace."""
+    return eventually(predicate, timeout, interval)

@@ -14,6 +14,7 @@ import shlex
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from pydantic import BaseModel
 
@@ -175,6 +176,7 @@ def test_the_otelcol_profile_of_compose_matches_otelcol_yaml() -> None:
     assert backend == "http://phoenix:6006" and "6006:6006" in services["phoenix"]["ports"]
 
 
+@pytest.mark.slow
 def test_the_container_command_forwards_and_evaluates_then_drains() -> None:
     body = FIXTURE.read_bytes()
     sent = sum(

@@ -151,12 +151,9 @@ def test_a_failing_observer_costs_no_span() -> None:
         def observe(self, record: object, verdict: object) -> None:
             raise RuntimeError("monitor bug")
 
-    pipeline = Pipeline(observers=[Broken()])
-    try:
+    with Pipeline(observers=[Broken()]) as pipeline:
         pipeline.llm_span(output="ok")
         assert pipeline.flush()
-    finally:
-        pipeline.close()
     (span,) = pipeline.exported()
     assert span.attributes[semconv.EVAL_STATUS] == "ok"
 
@@ -207,12 +204,9 @@ def test_prometheus_port_refuses_a_meter_provider(spans: Spans) -> None:
 
 def test_the_gauges_follow_the_latest_monitor_of_a_provider(endpoint: PrometheusMetrics) -> None:
     old = RateMonitor(RateEstimator(group_by=("route",)), endpoint.meter_provider)
-    pipeline = Pipeline(observers=[old])
-    try:
+    with Pipeline(observers=[old]) as pipeline:
         pipeline.llm_span(output="hallucinated", **{"http.route": "/old"})
         assert pipeline.flush()
-    finally:
-        pipeline.close()
     assert series(scraped(endpoint.render().decode()), "tracefact_monitor_rate", route="/old") == 1
     RateMonitor(RateEstimator(group_by=("route",)), endpoint.meter_provider)  # re-configured
     samples = scraped(endpoint.render().decode())

@@ -136,6 +136,12 @@ class Pipeline:
     def close(self) -> None:
         self.provider.shutdown()
 
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def evaluated_copies(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
     """Exported spans that are not carrier (EVALUATOR) spans."""

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -275,3 +276,4 @@ Chaos.TestCase.settings = settings(
     suppress_health_check=list(HealthCheck),
 )
 TestChaos = Chaos.TestCase
+TestChaos.pytestmark = [pytest.mark.slow]  # type: ignore[attr-defined]

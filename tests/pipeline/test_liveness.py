@@ -10,28 +10,17 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.pipeline.helpers import Pipeline, ScriptedEvaluator, carriers, evaluated_copies
+from tests.waiting import eventually
 from tracefact import semconv
 from tracefact.evaluators.base import EvalCase, EvalResult
 
 STATUS = semconv.EVAL_STATUS
-
-
-def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
-    """Liveness, not speed: the generous bound only keeps a broken build from hanging."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
 
 
 def status_of(p: Pipeline, span: ReadableSpan) -> str | None:
@@ -54,16 +43,13 @@ def test_a_question_the_reader_cannot_parse_is_judged_without_it_and_frees_its_s
 
     Such a question is a RecursionError for a naive reader; the one slot is free again.
     """
-    p = Pipeline(queue_size=1)
-    try:
+    with Pipeline(queue_size=1) as p:
         nested = p.llm_span(question="[" * 3000)
         assert p.flush()
         assert status_of(p, nested) == semconv.STATUS_OK
         after = p.llm_span(question="plain")  # the one slot is free again
         assert p.flush()
         assert status_of(p, after) == semconv.STATUS_OK
-    finally:
-        p.close()
 
 
 class RejectsCarriers(SimpleSpanProcessor):
@@ -99,16 +85,13 @@ def test_a_downstream_processor_raising_on_the_carrier_frees_the_slot(attach: st
 def test_an_evaluator_raising_a_base_exception_gives_error_and_the_next_call_works(
     exception: str,
 ) -> None:
-    p = Pipeline(queue_size=4)
-    try:
+    with Pipeline(queue_size=4) as p:
         bad = p.llm_span(output=f"raise:{exception}")
         assert p.flush()
         assert status_of(p, bad) == semconv.STATUS_ERROR
         good = p.llm_span(output="ok", question="next")
         assert p.flush()
         assert status_of(p, good) == semconv.STATUS_OK
-    finally:
-        p.close()
 
 
 def test_an_evaluator_blocking_the_event_loop_cannot_hold_spans_past_their_limits() -> None:
@@ -129,8 +112,7 @@ def test_an_evaluator_blocking_the_event_loop_cannot_hold_spans_past_their_limit
 
 
 def test_a_span_given_a_status_while_open_frees_the_slot_it_reserved() -> None:
-    p = Pipeline(queue_size=1)
-    try:
+    with Pipeline(queue_size=1) as p:
         with p.tracer.start_as_current_span(
             "upstream", attributes={semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM}
         ) as span:  # sampled at start: it holds the only slot
@@ -138,8 +120,6 @@ def test_a_span_given_a_status_while_open_frees_the_slot_it_reserved() -> None:
         later = p.llm_span(output="ok", question="later")
         assert p.flush()
         assert status_of(p, later) == semconv.STATUS_OK  # not dropped for want of a slot
-    finally:
-        p.close()
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])
@@ -251,13 +231,10 @@ class ExitsFromACallback(ScriptedEvaluator):
 
 
 def test_system_exit_out_of_a_loop_callback_does_not_stop_evaluation() -> None:
-    p = Pipeline([ExitsFromACallback()])
-    try:
+    with Pipeline([ExitsFromACallback()]) as p:
         first = p.llm_span(output="exit")
         assert p.flush()
         later = p.llm_span(output="ok", question="later")
         assert p.flush()
         assert status_of(p, first) == semconv.STATUS_OK
         assert status_of(p, later) == semconv.STATUS_OK
-    finally:
-        p.close()

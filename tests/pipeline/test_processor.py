@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -13,11 +13,23 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import StatusCode
 
 from tests.pipeline.helpers import Pipeline, ScriptedEvaluator, carriers, evaluated_copies
+from tests.waiting import eventually
 from tracefact import semconv
+from tracefact._clock import ManualClock
 from tracefact.evaluators.lexical import LexicalOverlap
 from tracefact.sampling import Never, RateLimit
 
 STATUS = semconv.EVAL_STATUS
+
+
+def data_points(reader: InMemoryMetricReader) -> dict[str, Any]:
+    """Each metric's data points, by name."""
+    return {
+        metric.name: metric.data.data_points
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
 
 
 @pytest.fixture
@@ -64,8 +76,7 @@ def test_enriched_copy_carries_results_and_keeps_every_original_field(pipeline: 
 
 
 def test_span_mode_exports_original_then_a_linked_carrier_child() -> None:
-    p = Pipeline(attach="span")
-    try:
+    with Pipeline(attach="span") as p:
         original = p.llm_span(output="hallucinated")
         assert p.flush()
         exported = p.exported()
@@ -81,8 +92,6 @@ def test_span_mode_exports_original_then_a_linked_carrier_child() -> None:
         assert carrier.attributes["evaluations.0.evaluation.label"] == "hallucinated"
         assert carrier.events[0].name == "gen_ai.evaluation.result"
         assert carrier.resource is original.resource
-    finally:
-        p.close()
 
 
 def test_non_llm_spans_pass_through_untouched(pipeline: Pipeline) -> None:
@@ -107,75 +116,62 @@ def test_missing_output_or_contexts_is_skipped(
 
 
 def test_sampled_out_spans_are_marked_without_a_copy() -> None:
-    p = Pipeline(sampler=Never())
-    try:
+    with Pipeline(sampler=Never()) as p:
         original = p.llm_span()
         assert p.exported() == [original]
         assert original.attributes[STATUS] == "sampled_out"
-    finally:
-        p.close()
 
 
 def test_full_queue_exports_at_once_with_status_dropped() -> None:
-    p = Pipeline(queue_size=2, timeout_seconds=5, drain_seconds=0.1)
-    try:
+    with Pipeline(queue_size=2, timeout_seconds=5, drain_seconds=0.1) as p:
         for _ in range(2):
             p.llm_span(output="hang")
         dropped = [p.llm_span(output="ok") for _ in range(3)]
         assert p.exported() == dropped
         assert {s.attributes[STATUS] for s in dropped} == {"dropped"}
-    finally:
-        p.close()
     statuses = sorted(s.attributes[STATUS] for s in p.exported())
     assert statuses == ["dropped"] * 3 + ["shutdown"] * 2
 
 
 def test_evaluator_past_its_deadline_gives_status_timeout() -> None:
-    p = Pipeline(timeout_seconds=0.05)
-    try:
+    with Pipeline(timeout_seconds=0.05) as p:
         p.llm_span(output="hang")
         assert p.flush()
         (span,) = p.exported()
         assert span.attributes[STATUS] == "timeout"
         assert span.attributes["tracefact.eval.hallucination.status"] == "timeout"
         assert "0.05s" in span.attributes["tracefact.eval.error"]
-    finally:
-        p.close()
 
 
 def test_span_held_too_long_goes_out_with_timeout_and_result_follows_on_carrier() -> None:
-    p = Pipeline(max_hold_seconds=0.05, timeout_seconds=5)
-    try:
-        original = p.llm_span(output="slow:0.3")
-        time.sleep(0.15)
+    clock = ManualClock()
+    with Pipeline(max_hold_seconds=0.05, timeout_seconds=5, clock=clock) as p:
+        original = p.llm_span(output="thread")  # judged once the gate opens
+        clock.advance(0.06)  # past the hold limit: the watchdog lets the span go
+        assert eventually(p.exported)
         (held,) = p.exported()
         assert held.attributes[STATUS] == "timeout"
         assert "max_hold_seconds" in held.attributes["tracefact.eval.error"]
+        p.evaluators[0].gate.set()
         assert p.flush()
         _, carrier = p.exported()
         assert carriers([carrier]) == [carrier]
         assert carrier.links[0].context == original.context
         assert carrier.attributes[STATUS] == "ok"
         assert carrier.attributes["tracefact.eval.hallucination.label"] == "factual"
-    finally:
-        p.close()
 
 
 def test_transient_errors_are_retried_with_backoff() -> None:
-    p = Pipeline(max_retries=2)
-    try:
+    with Pipeline(max_retries=2) as p:
         p.llm_span(output="flaky:2")
         assert p.flush()
         (span,) = p.exported()
         assert span.attributes[STATUS] == "ok"
         assert p.evaluators[0].calls == 3
-    finally:
-        p.close()
 
 
 def test_retries_give_up_with_status_error() -> None:
-    p = Pipeline(max_retries=1)
-    try:
+    with Pipeline(max_retries=1) as p:
         p.llm_span(output="flaky:5", question="a")
         p.llm_span(output="error", question="b")
         assert p.flush()
@@ -184,19 +180,14 @@ def test_retries_give_up_with_status_error() -> None:
         assert "503" in by_question["a"].attributes["tracefact.eval.error"]
         assert by_question["b"].attributes[STATUS] == "error"
         assert p.evaluators[0].calls == 2 + 1  # flaky: first try + one retry; 400: no retry
-    finally:
-        p.close()
 
 
 def test_rate_limit_errors_are_retried() -> None:
-    p = Pipeline(max_retries=2)
-    try:
+    with Pipeline(max_retries=2) as p:
         p.llm_span(output="ratelimit")
         assert p.flush()
         assert p.exported()[0].attributes[STATUS] == "error"
         assert p.evaluators[0].calls == 3
-    finally:
-        p.close()
 
 
 def test_an_evaluator_returning_garbage_is_an_error(pipeline: Pipeline) -> None:
@@ -208,8 +199,7 @@ def test_an_evaluator_returning_garbage_is_an_error(pipeline: Pipeline) -> None:
 
 
 def test_several_evaluators_each_under_their_own_prefix() -> None:
-    p = Pipeline([ScriptedEvaluator("judge"), LexicalOverlap(name="lexical")])
-    try:
+    with Pipeline([ScriptedEvaluator("judge"), LexicalOverlap(name="lexical")]) as p:
         p.llm_span(output="the context", contexts=["the context"])
         assert p.flush()
         a = p.exported()[0].attributes
@@ -220,20 +210,15 @@ def test_several_evaluators_each_under_their_own_prefix() -> None:
             "lexical",
         }
         assert len(p.exported()[0].events) == 1 + 2
-    finally:
-        p.close()
 
 
 def test_one_failing_evaluator_of_two_marks_the_span_error_and_keeps_the_other() -> None:
-    p = Pipeline([ScriptedEvaluator("judge"), ScriptedEvaluator("second")], max_retries=0)
-    try:
+    with Pipeline([ScriptedEvaluator("judge"), ScriptedEvaluator("second")], max_retries=0) as p:
         p.llm_span(output="error")
         assert p.flush()
         a = p.exported()[0].attributes
         assert a[STATUS] == "error"
         assert a["tracefact.eval.judge.status"] == "error"
-    finally:
-        p.close()
 
 
 def test_invalid_configuration_is_rejected() -> None:
@@ -259,7 +244,7 @@ def test_spans_ending_while_shutdown_drains_get_status_shutdown() -> None:
     p.llm_span(output="hang", question="hung")
     closing = threading.Thread(target=p.processor.shutdown)
     closing.start()
-    time.sleep(0.1)  # shutdown is now draining
+    assert eventually(lambda: p.processor.closed)  # shutdown is now draining
     p.llm_span(output="ok", question="late")
     closing.join()
     by_question = {s.attributes["input.value"]: s.attributes[STATUS] for s in p.exported()}
@@ -267,25 +252,19 @@ def test_spans_ending_while_shutdown_drains_get_status_shutdown() -> None:
 
 
 def test_force_flush_times_out_on_a_hanging_evaluator() -> None:
-    p = Pipeline(timeout_seconds=30, drain_seconds=0.05)
-    try:
+    with Pipeline(timeout_seconds=30, drain_seconds=0.05) as p:
         p.llm_span(output="hang")
         assert p.flush(0.1) is False
-    finally:
-        p.close()
 
 
 def test_sample_rate_of_a_rate_limiter_goes_on_the_span() -> None:
-    p = Pipeline(sampler=RateLimit(per_second=0.001, burst=1))
-    try:
+    with Pipeline(sampler=RateLimit(per_second=0.001, burst=1)) as p:
         first, second = p.llm_span(), p.llm_span()
         assert p.flush()
         assert second.attributes[STATUS] == "sampled_out"
         evaluated = [s for s in p.exported() if s.context == first.context]
         assert evaluated[0].attributes[STATUS] == "ok"
         assert evaluated[0].attributes["tracefact.eval.sample_rate"] == 1.0
-    finally:
-        p.close()
 
 
 def test_metrics_account_for_every_llm_span() -> None:
@@ -300,12 +279,7 @@ def test_metrics_account_for_every_llm_span() -> None:
     p.llm_span(output="ok")  # dropped: the only slot is taken
     p.close()
     p2_spans = p.exported()
-    points = {
-        metric.name: metric.data.data_points
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-    }
+    points = data_points(reader)
     by_status = {dp.attributes["status"]: dp.value for dp in points["tracefact.eval.spans"]}
     assert by_status == {"dropped": 1, "shutdown": 1}
     assert sum(by_status.values()) == len(p2_spans)
@@ -322,12 +296,7 @@ def test_evaluation_metrics_record_label_score_cost() -> None:
     p.llm_span(output="ok")
     assert p.flush()
     p.close()
-    points = {
-        metric.name: metric.data.data_points
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-    }
+    points = data_points(reader)
     labels = {dp.attributes["label"]: dp.value for dp in points["tracefact.evaluations"]}
     assert labels == {"hallucinated": 1, "factual": 1}
     assert points["tracefact.eval.cost"][0].value == pytest.approx(0.004)
@@ -336,8 +305,7 @@ def test_evaluation_metrics_record_label_score_cost() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_gets_working_workers() -> None:
-    p = Pipeline()
-    try:
+    with Pipeline() as p:
         p.llm_span(output="ok", question="parent")
         assert p.flush()
         read_end, write_end = os.pipe()
@@ -357,8 +325,6 @@ def test_forked_child_gets_working_workers() -> None:
         assert os.WEXITSTATUS(status) == 0
         assert os.read(read_end, 1000).decode() == "ok"
         os.close(read_end)
-    finally:
-        p.close()
 
 
 def test_exception_status_of_the_original_span_is_preserved(pipeline: Pipeline) -> None:

@@ -51,8 +51,7 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, Any]:
 
 
 def test_grounding_gives_contexts_to_an_llm_span_of_another_instrumentation() -> None:
-    p = Pipeline()
-    try:
+    with Pipeline() as p:
         documents = ["the sky is blue", {"page_content": "grass is green"}]
         with (
             tracefact.grounding(documents),
@@ -68,8 +67,6 @@ def test_grounding_gives_contexts_to_an_llm_span_of_another_instrumentation() ->
         assert inside.attributes[semconv.CONTEXTS_SOURCE] == "grounding"
         assert outside.attributes[semconv.EVAL_STATUS] == "skipped"
         assert outside.attributes[semconv.EVAL_SKIP_REASON] == "no_contexts"
-    finally:
-        p.close()
 
 
 def test_an_openinference_retriever_span_grounds_later_llm_spans_of_its_trace_only() -> None:
@@ -100,8 +97,7 @@ def test_an_openinference_retriever_span_grounds_later_llm_spans_of_its_trace_on
 
 
 def test_an_llm_span_inside_a_live_llm_span_is_skipped_as_nested() -> None:
-    p = Pipeline()
-    try:
+    with Pipeline() as p:
         with p.tracer.start_as_current_span("outer", attributes=genai_attributes("ok")) as outer:
             outer.set_attribute(semconv.CONTEXTS, ["ctx"])
             with p.tracer.start_as_current_span("inner", attributes=genai_attributes("ok")):
@@ -116,8 +112,6 @@ def test_an_llm_span_inside_a_live_llm_span_is_skipped_as_nested() -> None:
         )
         assert evaluated.attributes[semconv.EVAL_STATUS] == "ok"
         assert p.evaluators[0].calls == 1
-    finally:
-        p.close()
 
 
 def test_prompt_contexts_only_when_switched_on() -> None:
@@ -131,8 +125,7 @@ def test_prompt_contexts_only_when_switched_on() -> None:
         "llm.output_messages.0.message.content": "hallucinated",
     }
     for switched_on, status in ((False, "skipped"), (True, "ok")):
-        p = Pipeline(reader=SpanReader(ReadOptions(contexts_from_prompt=switched_on)))
-        try:
+        with Pipeline(reader=SpanReader(ReadOptions(contexts_from_prompt=switched_on))) as p:
             with p.tracer.start_as_current_span("chat", attributes=attributes):
                 pass
             assert p.flush()
@@ -142,8 +135,6 @@ def test_prompt_contexts_only_when_switched_on() -> None:
                 assert span.attributes[semconv.CONTEXTS_SOURCE] == "prompt"
                 assert span.attributes[semconv.CONTEXTS] == ("Document: the sky is blue.",)
                 assert span.attributes["tracefact.eval.hallucination.label"] == "hallucinated"
-        finally:
-            p.close()
 
 
 def test_skip_reasons_and_evictions_are_counted_in_metrics() -> None:

@@ -100,15 +100,12 @@ def test_a_refusal_inside_a_composition_returns_the_budget_reservation() -> None
 def test_budget_holds_with_evaluations_in_flight() -> None:
     """200 spans 2 ms apart through a $0.001, 200 ms evaluator: spend stays within budget."""
     evaluator = ScriptedEvaluator(cost=0.001)
-    pipeline = Pipeline([evaluator], sampler=Budget(usd_per_hour=0.01))
-    try:
+    with Pipeline([evaluator], sampler=Budget(usd_per_hour=0.01)) as pipeline:
         for _ in range(200):
             pipeline.llm_span(output="slow:0.2")
             time.sleep(0.002)
         assert pipeline.flush()
         spans = pipeline.exported()
-    finally:
-        pipeline.close()
     assert len(spans) == 200
     spent = sum(s.attributes.get(semconv.EVAL_COST_USD, 0.0) for s in spans)
     assert evaluator.calls > 0 and spent <= 0.01 + 1e-9

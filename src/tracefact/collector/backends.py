@@ -41,7 +41,7 @@ def open_queue(config: CollectorConfig) -> RequestQueue:
             stream=config.redis.stream,
             group=config.redis.group,
             max_entries=config.queue_max_requests,
-            claim_seconds=config.redis.claim_seconds,
+            lease_seconds=config.redis.lease_seconds,
             retry_after_seconds=retry_after,
         )
     return MemoryQueue(config.queue_max_requests, retry_after)

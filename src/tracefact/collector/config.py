@@ -3,7 +3,9 @@
 Every key is checked (unknown keys are errors, so a typo is not silently ignored), and
 an error names the key path (`upstreams.0.endpoint: Field required`) in one line: the
 command prints it and exits 2. String values may use `${NAME}` or `${NAME:-default}`;
-a variable that is unset and has no default is an error naming the key.
+a variable that is unset and has no default is an error naming the key. The groups the
+SDK's `configure()` reads too (`evaluation:`'s pipeline options, sampler and document
+store, `evaluation.monitor:`) are the settings table's (`tracefact.config`), declared once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,14 +27,21 @@ from pydantic import (
 )
 
 from tracefact._imports import import_extra
-from tracefact.monitor import live
-from tracefact.pipeline.options import PipelineOptions
+from tracefact.config import (
+    BudgetOptions,
+    EvaluationOptions,
+    MonitorOptions,
+    RateLimitOptions,
+    RuleOptions,
+    SamplerOptions,
+)
+from tracefact.errors import ConfigurationError
 
 QueueBackend = Literal["memory", "sqlite", "redis"]
 """Where received requests wait (`queue`): memory, or durable on SQLite or Redis Streams."""
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError):
     """The configuration file is missing, not YAML, or not valid: one line saying where."""
 
 
@@ -39,14 +49,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HttpReceiver(_Model):
+class HttpReceiverConfig(_Model):
     """OTLP/HTTP on `/v1/traces` (protobuf and JSON), plus health and metrics."""
 
     host: str = "0.0.0.0"
     port: int = Field(default=4318, ge=0, le=65535)
 
 
-class GrpcReceiver(_Model):
+class GrpcReceiverConfig(_Model):
     """OTLP/gRPC (`TraceService/Export`)."""
 
     host: str = "0.0.0.0"
@@ -56,8 +66,8 @@ class GrpcReceiver(_Model):
 class Receivers(_Model):
     """Set one to null to turn it off; at least one must stay on."""
 
-    http: HttpReceiver | None = HttpReceiver()
-    grpc: GrpcReceiver | None = GrpcReceiver()
+    http: HttpReceiverConfig | None = HttpReceiverConfig()
+    grpc: GrpcReceiverConfig | None = GrpcReceiverConfig()
 
 
 class Auth(_Model):
@@ -111,85 +121,35 @@ class Forwarding(_Model):
     """The retry hint a refused client gets (429 Retry-After / RESOURCE_EXHAUSTED)."""
 
 
-class RateLimitConfig(_Model):
-    per_second: float = Field(gt=0)
-    burst: float | None = Field(default=None, gt=0)
-
-
-class BudgetConfig(_Model):
-    usd_per_hour: float = Field(ge=0)
-    expected_cost_usd: float | None = Field(default=None, ge=0)
-
-
-class RuleConfig(_Model):
-    """Spans that match are sampled at `ratio` (`sampling.Rule`)."""
-
-    match: str | dict[str, Any]
-    """A span-name pattern (`chat *`) or attribute values that must all be equal."""
-    ratio: float = Field(default=1.0, ge=0.0, le=1.0)
-
-
-class SamplerConfig(_Model):
-    """`sampling.py`'s samplers: (rule | ... | ratio) & rate_limit & budget."""
-
-    ratio: float = Field(default=1.0, ge=0.0, le=1.0)
-    """Share of traces evaluated, decided on the trace id exactly as the SDK does."""
-    rules: list[RuleConfig] = Field(default_factory=list)
-    rate_limit: RateLimitConfig | None = None
-    budget: BudgetConfig | None = None
-
-
-class ImportedEvaluator(_Model):
-    """An evaluator of one's own: `import: package.module:factory`, called with `kwargs`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    import_path: str = Field(alias="import", pattern=r"^[\w.]+:[\w.]+$")
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-
-
-class DocumentBounds(_Model):
-    """The per-trace `DocumentStore` of retrieved documents."""
-
-    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    max_traces: int = Field(default=16384, ge=1)
-    max_documents: int = Field(default=256, ge=1)
-    max_age_seconds: float = Field(default=300.0, gt=0)
-
-
-class MonitorConfig(_Model):
-    """The live hallucination rate (`tracefact.monitor`), published on `/metrics`."""
-
-    group_by: list[str] = Field(default=list(live.DEFAULT_GROUP_BY))
-    """Attributes the rate is kept apart by (model, service, route, prompt_version or names)."""
-    max_groups: int = Field(default=live.DEFAULT_MAX_GROUPS, ge=1)
-    """Groups kept apart per evaluator; the rest pool into one."""
-    window_seconds: float = Field(default=live.DEFAULT_WINDOW_SECONDS, gt=0)
-    """The sliding window of the rate's gauges (the counters are cumulative)."""
-
-
-class Evaluation(PipelineOptions):
-    """Which LLM spans are evaluated, by what, and how (plus `PipelineOptions`' fields)."""
+class EvaluationConfig(EvaluationOptions):
+    """`evaluation:`: the settings table's `EvaluationOptions` and the collector's own keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
     """False: a pure forwarder (every span passes through untouched)."""
-    evaluators: list[str | ImportedEvaluator] = Field(default=["local"], min_length=1)
-    """Registry specs (`local`, `lexical`, `judge:MODEL`...) or `{import: mod:factory}`."""
-    api_base: str | None = None
-    """For judges (and Vectara): an OpenAI-compatible or proxy base URL."""
-    sampler: SamplerConfig = SamplerConfig()
     window_seconds: float = Field(default=2.0, ge=0)
     """How long an LLM span waits for retriever spans of its trace sent in later requests."""
     window_max_spans: int = Field(default=10_000, ge=1)
     """LLM spans waiting in the window at once; past it the oldest leave early."""
-    documents: DocumentBounds = DocumentBounds()
-    monitor: MonitorConfig = MonitorConfig()
+    monitor: MonitorOptions = MonitorOptions()
 
-    def pipeline_options(self) -> PipelineOptions:
-        """The evaluation pipeline's share of these settings."""
-        return PipelineOptions(**self.model_dump(include=set(PipelineOptions.model_fields)))
+    @model_validator(mode="after")
+    def _something_to_run(self) -> EvaluationConfig:
+        if self.enabled and not self.evaluators:
+            raise ValueError("evaluators: name at least one, or set enabled: false")
+        return self
+
+
+Evaluation = EvaluationConfig
+"""The former name of `EvaluationConfig`."""
+SamplerConfig = SamplerOptions
+"""The former name of `tracefact.config.SamplerOptions`."""
+MonitorConfig = MonitorOptions
+"""The former name of `tracefact.config.MonitorOptions`."""
+RateLimitConfig = RateLimitOptions
+BudgetConfig = BudgetOptions
+RuleConfig = RuleOptions
 
 
 class SqliteQueueConfig(_Model):
@@ -213,8 +173,11 @@ class RedisQueueConfig(_Model):
     stream: str = "tracefact:requests"
     group: str = "tracefact"
     """The consumer group every collector and worker of the stream reads through."""
-    claim_seconds: float = Field(default=30.0, gt=0)
-    """A dead consumer's entries are taken over by another after this long."""
+    lease_seconds: float = Field(
+        default=30.0, gt=0, validation_alias=AliasChoices("lease_seconds", "claim_seconds")
+    )
+    """A dead consumer's entries are taken over by another after this long (the lease of
+    `sqlite.lease_seconds`; `claim_seconds` is its former name, still read)."""
     consume: bool = True
     """False: this collector only receives and stores; workers process the stream."""
     documents_prefix: str = "tracefact:documents:"
@@ -241,7 +204,7 @@ class CollectorConfig(_Model):
     limits: Limits = Limits()
     upstreams: list[Upstream] = Field(min_length=1)
     forwarding: Forwarding = Forwarding()
-    evaluation: Evaluation = Evaluation()
+    evaluation: EvaluationConfig = EvaluationConfig()
     queue: QueueBackend = "memory"
     queue_max_requests: int = Field(default=1024, ge=1)
     """Received requests waiting for the engine; past it the receivers answer 429."""
@@ -258,14 +221,23 @@ class CollectorConfig(_Model):
     """Required with `queue: redis` (`{}` for a local Redis)."""
     metrics: Metrics = Metrics()
     logging: Logging = Logging()
-    shutdown_seconds: float = Field(default=15.0, gt=0)
-    """SIGTERM: the deadline to stop accepting, settle evaluations and flush upstream."""
+    drain_seconds: float = Field(
+        default=15.0, gt=0, validation_alias=AliasChoices("drain_seconds", "shutdown_seconds")
+    )
+    """SIGTERM: the deadline to stop accepting, finish evaluations and flush upstream
+    (`shutdown_seconds` is its former name, still read); `evaluation.drain_seconds` is
+    the evaluations' share of it."""
+
+    @property
+    def shutdown_seconds(self) -> float:
+        """The former name of `drain_seconds`."""
+        return self.drain_seconds
 
     @model_validator(mode="after")
     def _drain_fits(self) -> CollectorConfig:
-        if self.evaluation.drain_seconds >= self.shutdown_seconds:
+        if self.evaluation.drain_seconds >= self.drain_seconds:
             raise ValueError(
-                "evaluation.drain_seconds must be under shutdown_seconds "
+                "evaluation.drain_seconds must be under drain_seconds "
                 "(the rest of the deadline flushes upstream)"
             )
         return self

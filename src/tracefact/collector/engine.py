@@ -133,7 +133,7 @@ class Engine:
                 self.route(entry)
         self._release(float("inf"))
         while self._window:  # durable only: `_release` stops at a full pipeline
-            self._window.popleft().tracker.done(1, settled=False)
+            self._window.popleft().tracker.done(1, cut=True)
 
     def _keep(self, entry_id: str) -> None:
         with self._kept_lock:

@@ -21,11 +21,22 @@ from typing import Protocol
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tracefact.errors import TracefactError
+
 logger = logging.getLogger(__name__)
 
 
-class QueueFull(Exception):
+def require_positive(**values: float) -> None:
+    """A backend's bounds checked where it is built: a ValueError naming the first not > 0."""
+    for name, value in values.items():
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, not {value!r}")
+
+
+class QueueFull(TracefactError):
     """The queue is at its bound: the receiver answers 429 / RESOURCE_EXHAUSTED."""
+
+    transient = True
 
     def __init__(self, retry_after_seconds: float) -> None:
         super().__init__(f"queue full; retry in {retry_after_seconds:g} s")

@@ -5,7 +5,7 @@ added with XADD by a Lua script that refuses it at the bound. Every consumer (a 
 or a `tracefact worker`) reads through one consumer group (XREADGROUP), so an entry goes to
 one of them; it is acknowledged with XACK and deleted with XDEL once its spans left
 upstream, so the stream's length is the queue's depth. An entry whose consumer died stays
-in the group's pending list; once idle longer than `claim_seconds` any consumer takes it
+in the group's pending list; once idle longer than `lease_seconds` any consumer takes it
 over (XAUTOCLAIM) and sees its delivery count from the pending list: delivery is at least
 once. Live consumers reset the idle time of what they hold (XCLAIM JUSTID, through
 `Leases`), so a slow evaluation is not taken over.
@@ -34,7 +34,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracefact._imports import import_extra
 from tracefact.collector._leases import Leases
-from tracefact.collector.queue import Entry, QueueFull, QueueUnavailable, decode_stored
+from tracefact.collector.queue import (
+    Entry,
+    QueueFull,
+    QueueUnavailable,
+    decode_stored,
+    require_positive,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +69,7 @@ class RedisQueue:
         stream: the stream's key; collectors and workers of one deployment share it.
         group: the consumer group; every consumer of the stream reads through it.
         max_entries: requests stored and not acknowledged; `put` raises `QueueFull` beyond.
-        claim_seconds: how long an entry whose consumer stopped renewing it waits before
+        lease_seconds: how long an entry whose consumer stopped renewing it waits before
             another consumer takes it over.
         retry_after_seconds: the retry hint of `QueueFull` and `QueueUnavailable`.
         socket_timeout_seconds: the longest one Redis call may take.
@@ -79,19 +85,16 @@ class RedisQueue:
         stream: str = "tracefact:requests",
         group: str = "tracefact",
         max_entries: int = 100_000,
-        claim_seconds: float = 30.0,
+        lease_seconds: float = 30.0,
         retry_after_seconds: float = 1.0,
         socket_timeout_seconds: float = 5.0,
         consumer: str | None = None,
     ) -> None:
-        positive = {
-            "max_entries": max_entries,
-            "claim_seconds": claim_seconds,
-            "socket_timeout_seconds": socket_timeout_seconds,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, not {value!r}")
+        require_positive(
+            max_entries=max_entries,
+            lease_seconds=lease_seconds,
+            socket_timeout_seconds=socket_timeout_seconds,
+        )
         redis = import_extra("redis", "redis")
         self._errors: tuple[type[Exception], ...] = (
             redis.ConnectionError,
@@ -109,7 +112,7 @@ class RedisQueue:
         self.group = group
         self.consumer = consumer or consumer_name()
         self._max_entries = max_entries
-        self._claim_ms = int(claim_seconds * 1000)
+        self._claim_ms = int(lease_seconds * 1000)
         # A blocking read ends within the socket timeout, and often enough to claim in time.
         self._poll_ms = max(50, min(int(socket_timeout_seconds * 500), self._claim_ms // 4))
         self._retry_after = retry_after_seconds
@@ -120,7 +123,7 @@ class RedisQueue:
         self._outage_error = ""
         self._checking = threading.Lock()  # one PING at a time; other callers do not wait
         self._next_check = 0.0
-        self._leases = Leases(self._renew, claim_seconds / 3, name="tracefact-redis-leases")
+        self._leases = Leases(self._renew, lease_seconds / 3, name="tracefact-redis-leases")
 
     def put(self, request: ExportTraceServiceRequest) -> None:
         try:
@@ -192,7 +195,7 @@ class RedisQueue:
     def close(self) -> None:
         """Hand back what this consumer still holds (it will not finish it), then close."""
         held = self._leases.close()
-        if held:  # idle as if abandoned: the next XAUTOCLAIM takes them, not in claim_seconds
+        if held:  # idle as if abandoned: the next XAUTOCLAIM takes them, not in lease_seconds
             try:
                 self._redis.xclaim(
                     self.stream,
@@ -204,7 +207,7 @@ class RedisQueue:
                     justid=True,
                 )
             except self._errors as exc:
-                self._unreachable(exc)  # they are taken over after claim_seconds instead
+                self._unreachable(exc)  # they are taken over after lease_seconds instead
         self._redis.close()
 
     def _check(self) -> None:

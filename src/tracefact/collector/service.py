@@ -7,7 +7,7 @@ receivers ─▶ RequestQueue ─▶ Engine ─▶ Pipeline ─▶ WriteBack ─
 stream or SQLite file) that collectors fill. A collector with `redis.consume: false`
 only receives and stores.
 
-Shutdown (SIGTERM or SIGINT), within `shutdown_seconds`: stop accepting (receivers
+Shutdown (SIGTERM or SIGINT), within `drain_seconds`: stop accepting (receivers
 closed), route what the queue still holds and release the window, let evaluations
 finish for the pipeline's `drain_seconds`, then flush upstream until the deadline; what
 is still held then is counted and logged. What did not finish goes on with status
@@ -17,105 +17,30 @@ for another consumer (or this one restarted) to evaluate and forward.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import signal
 import threading
 import time
 from types import FrameType
-from typing import Any
 
-from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
 from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.collector import logs
 from tracefact.collector.backends import document_store, open_queue
-from tracefact.collector.config import (
-    CollectorConfig,
-    ConfigError,
-    Evaluation,
-    ImportedEvaluator,
-    MonitorConfig,
-    SamplerConfig,
-)
+from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
 from tracefact.collector.shared_documents import SharedDocumentStore
 from tracefact.collector.writeback import Held, WriteBack
-from tracefact.evaluators.base import Evaluator
-from tracefact.evaluators.registry import from_spec
-from tracefact.monitor.live import RateMonitor, rate_monitor
 from tracefact.pipeline import Pipeline
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
-from tracefact.sampling import Budget, RateLimit, Ratio, Rule, Sampler
 
 logger = logging.getLogger("tracefact.collector")
-
-
-def build_sampler(config: SamplerConfig) -> Sampler:
-    """(rule | ... | ratio) & rate_limit & budget, from `sampling.py`'s samplers."""
-    sampler: Sampler = Ratio(config.ratio)
-    if config.rules:
-        rules = [Rule(rule.match, Ratio(rule.ratio)) for rule in config.rules]
-        sampler = rules[0]
-        for rule in rules[1:]:
-            sampler = sampler | rule
-        sampler = sampler | Ratio(config.ratio)
-    if config.rate_limit is not None:
-        sampler = sampler & RateLimit(config.rate_limit.per_second, config.rate_limit.burst)
-    if config.budget is not None:
-        sampler = sampler & Budget(config.budget.usd_per_hour, config.budget.expected_cost_usd)
-    return sampler
-
-
-def build_evaluators(config: Evaluation) -> list[Evaluator]:
-    """Registry specs and imported factories; an error names the list entry."""
-    evaluators = []
-    for index, spec in enumerate(config.evaluators):
-        where = f"evaluation.evaluators.{index}"
-        try:
-            if isinstance(spec, ImportedEvaluator):
-                evaluator = _imported(spec)
-            else:
-                evaluator = from_spec(spec, config.api_base)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        evaluators.append(evaluator)
-    names = [e.name for e in evaluators]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"evaluation.evaluators: names must be unique, got {names}")
-    return evaluators
-
-
-def monitor_of(
-    evaluators: list[Evaluator], config: MonitorConfig, meter_provider: MeterProvider
-) -> RateMonitor:
-    """The live hallucination rate of what this collector evaluates, on its `/metrics`."""
-    return rate_monitor(
-        [e.name for e in evaluators],
-        meter_provider,
-        group_by=config.group_by,
-        max_groups=config.max_groups,
-        window_seconds=config.window_seconds,
-    )
-
-
-def _imported(spec: ImportedEvaluator) -> Evaluator:
-    module_name, _, attribute = spec.import_path.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
-    evaluator = target(**spec.kwargs)
-    if not callable(getattr(evaluator, "evaluate", None)) or not hasattr(evaluator, "name"):
-        raise TypeError(f"{spec.import_path} returned {type(evaluator).__name__}, not an Evaluator")
-    return evaluator  # type: ignore[no-any-return]
 
 
 class Collector:
@@ -128,7 +53,9 @@ class Collector:
             raise ConfigError("queue: a worker needs a durable queue (sqlite or redis)")
         self.consumes = worker or config.redis is None or config.redis.consume
         evaluation = config.evaluation
-        evaluators = build_evaluators(evaluation) if evaluation.enabled else []
+        evaluators = (
+            evaluation.build_evaluators("evaluation.evaluators") if evaluation.enabled else []
+        )
         resource = Resource.create({"service.name": "tracefact-collector"})
         self.prometheus = PrometheusMetrics(resource)
         meter_provider = self.prometheus.meter_provider
@@ -143,9 +70,11 @@ class Collector:
                 self.writeback.apply,
                 evaluators,
                 evaluation.pipeline_options(),
-                sampler=build_sampler(evaluation.sampler),
+                sampler=evaluation.sampler.build(),
                 reader=SpanReader(store=self.store),
-                observers=[monitor_of(evaluators, evaluation.monitor, meter_provider)],
+                observers=[
+                    evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
+                ],
                 meter_provider=meter_provider,
             )
         self.engine = Engine(
@@ -207,8 +136,8 @@ class Collector:
         return ports
 
     def shutdown(self) -> None:
-        """Stop accepting, settle what is held, flush upstream; all within the deadline."""
-        deadline = time.monotonic() + self.config.shutdown_seconds
+        """Stop accepting, finish what is held, flush upstream; all within the deadline."""
+        deadline = time.monotonic() + self.config.drain_seconds
         self.ingest.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self.grpc is not None:
             self.grpc.stop(grace_seconds=1.0)
@@ -257,9 +186,7 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
     )
     while not stop.wait(1.0):
         pass
-    logger.info(
-        "draining", extra={"event": "draining", "deadline_seconds": config.shutdown_seconds}
-    )
+    logger.info("draining", extra={"event": "draining", "deadline_seconds": config.drain_seconds})
     collector.shutdown()
     logger.info("stopped", extra={"event": "stopped"})
     return 0

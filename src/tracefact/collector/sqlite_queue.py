@@ -25,7 +25,13 @@ from typing import Literal
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracefact.collector._leases import Leases
-from tracefact.collector.queue import Entry, QueueFull, QueueUnavailable, decode_stored
+from tracefact.collector.queue import (
+    Entry,
+    QueueFull,
+    QueueUnavailable,
+    decode_stored,
+    require_positive,
+)
 
 Synchronous = Literal["full", "normal"]
 
@@ -71,14 +77,7 @@ class SqliteQueue:
         synchronous: Synchronous = "full",
         retry_after_seconds: float = 1.0,
     ) -> None:
-        positive = {
-            "max_entries": max_entries,
-            "max_bytes": max_bytes,
-            "lease_seconds": lease_seconds,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, not {value!r}")
+        require_positive(max_entries=max_entries, max_bytes=max_bytes, lease_seconds=lease_seconds)
         if synchronous not in ("full", "normal"):
             raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self.path = Path(path)

@@ -60,11 +60,11 @@ class Tracker:
         with self._lock:
             self._left += spans
 
-    def done(self, spans: int = 1, settled: bool = True) -> None:
-        """`spans` left upstream (`settled`), or were cut off by the drain deadline."""
+    def done(self, spans: int = 1, cut: bool = False) -> None:
+        """`spans` left upstream, or were `cut` off by the drain deadline."""
         with self._lock:
             self._left -= spans
-            newly_kept = not settled and self._keep is not None and not self._kept
+            newly_kept = cut and self._keep is not None and not self._kept
             self._kept = self._kept or newly_kept
             finished = self._left == 0 and not self._kept
         if newly_kept and self._keep is not None:
@@ -75,7 +75,7 @@ class Tracker:
 
 def done_callback(tracker: Tracker, spans: int) -> Callable[[bool], None]:
     """The forwarder's callback for `spans` of a tracked entry."""
-    return lambda settled: tracker.done(spans, settled)
+    return lambda cut: tracker.done(spans, cut)
 
 
 @dataclass(slots=True)
@@ -109,7 +109,7 @@ class WriteBack:
             return
         if verdict.status == semconv.STATUS_SHUTDOWN and held.tracker.keeps:
             if self._leave(held):  # evaluated by the entry's next consumer
-                held.tracker.done(1, settled=False)
+                held.tracker.done(1, cut=True)
             return
         try:
             spans.write(held.span, verdict)

@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracefact.errors import TracefactError
+
 Label = Literal["factual", "hallucinated"]
 FACTUAL: Label = "factual"
 HALLUCINATED: Label = "hallucinated"
@@ -86,11 +88,12 @@ class Evaluator(Protocol):
         ...
 
 
-class EvaluationError(Exception):
-    """Base of every error an evaluator raises; the pipeline records it as status `error`."""
+class EvaluationError(TracefactError):
+    """Base of every error an evaluator raises; the pipeline records it as status `error`.
 
-    transient: bool = False
-    """True when trying again later may succeed (rate limits, 5xx, lost connections)."""
+    `transient` (from `TracefactError`) says whether retrying may succeed.
+    """
+
     cost_usd: float | None = None
     """What the failed attempt still cost (a paid judge reply in the wrong format)."""
     fallback: EvalResult | None = None

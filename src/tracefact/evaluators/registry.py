@@ -8,9 +8,11 @@ never imports litellm or onnxruntime.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from tracefact.errors import ConfigurationError
 from tracefact.evaluators.base import Evaluator
 
 SPECS = "local | lexical | judge:MODEL | claims:MODEL | contexts:MODEL | vectara"
@@ -72,6 +74,51 @@ _FACTORIES: dict[str, Factory] = {
     "vectara": _vectara,
     **{kind: _judge(kind) for kind in JUDGES},
 }
+
+
+class Imported(Protocol):
+    """An evaluator of one's own: a factory by import path, called with keyword arguments."""
+
+    @property
+    def import_path(self) -> str: ...  # ``package.module:factory``
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]: ...
+
+
+def build_evaluators(
+    specs: Sequence[str | Imported], api_base: str | None = None, where: str = "evaluators"
+) -> list[Evaluator]:
+    """Evaluators from specs and imported factories: the one place settings build them.
+
+    For configure's TRACEFACT_EVALUATORS and the collector's `evaluation.evaluators`.
+
+    Raises:
+        ConfigurationError: naming `where` and the entry, for a spec that does not build
+            or evaluator names that repeat.
+    """
+    evaluators = []
+    for index, spec in enumerate(specs):
+        try:
+            evaluator = from_spec(spec, api_base) if isinstance(spec, str) else _imported(spec)
+        except Exception as exc:
+            raise ConfigurationError(f"{where}.{index}: {exc}") from None
+        evaluators.append(evaluator)
+    names = [e.name for e in evaluators]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"{where}: names must be unique, got {names}")
+    return evaluators
+
+
+def _imported(spec: Imported) -> Evaluator:
+    module_name, _, attribute = spec.import_path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    evaluator = target(**spec.kwargs)
+    if not callable(getattr(evaluator, "evaluate", None)) or not hasattr(evaluator, "name"):
+        raise TypeError(f"{spec.import_path} returned {type(evaluator).__name__}, not an Evaluator")
+    return evaluator  # type: ignore[no-any-return]
 
 
 def default_evaluators() -> list[Evaluator]:

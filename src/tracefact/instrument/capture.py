@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tracefact.scrubbing import current_scrubber, valid_utf8
 
@@ -29,13 +30,20 @@ def is_secret_name(name: str) -> bool:
     return scrubber is not None and scrubber.is_secret_name(name)
 
 
-@dataclass(frozen=True)
-class CaptureOptions:
-    """How content is recorded; set process-wide by `tracefact.configure`."""
+class CaptureOptions(BaseModel):
+    """How content is recorded; set process-wide by `tracefact.configure(capture=...)`.
+
+    One of the option groups of the settings table (`tracefact.config`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     capture_content: bool = True
-    max_attribute_length: int = 8192
+    """Record texts; False keeps only sizes and sha256 hashes."""
+    max_attribute_length: int = Field(default=8192, ge=16)
+    """Longer texts are truncated with a visible marker."""
     redact: Redactor | None = None
+    """Applied to every text before anything is recorded."""
 
 
 _options = CaptureOptions()

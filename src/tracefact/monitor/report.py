@@ -19,7 +19,7 @@ from tracefact import semconv
 from tracefact.conventions import read_case
 from tracefact.conventions.results import read_results
 from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, estimate_all
-from tracefact.monitor.spans import EvaluatedSpan, EvaluatedSpans
+from tracefact.monitor.spans import JudgedSpan, JudgedSpans
 from tracefact.spans_file import BadLine, SpansFileReader
 
 MAX_POINTS = 400
@@ -119,8 +119,8 @@ def build_report(
 ) -> Report:
     """Read `path` whole and compute the report (OSError when it cannot be read)."""
     reader = SpansFileReader(path)
-    merger = EvaluatedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
-    latest: dict[tuple[int, int], EvaluatedSpan] = {}
+    merger = JudgedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
+    latest: dict[tuple[int, int], JudgedSpan] = {}
     count = 0
     for item in reader.follow(final=True):  # only LLM and carrier spans are kept
         count += 1
@@ -160,7 +160,7 @@ def _default_window(times: Sequence[float]) -> float:
     return max((max(times) - min(times)) / 5, 1e-3)
 
 
-def _count_statuses(report: Report, spans: Iterable[EvaluatedSpan]) -> None:
+def _count_statuses(report: Report, spans: Iterable[JudgedSpan]) -> None:
     for span in spans:
         status = span.attributes.get(semconv.EVAL_STATUS)
         report.statuses[str(status)] += 1
@@ -169,7 +169,7 @@ def _count_statuses(report: Report, spans: Iterable[EvaluatedSpan]) -> None:
             report.skip_reasons[str(reason or semconv.SKIP_NO_ANSWER)] += 1
 
 
-def _rates(report: Report, spans: Sequence[EvaluatedSpan]) -> list[Observation]:
+def _rates(report: Report, spans: Sequence[JudgedSpan]) -> list[Observation]:
     """Every observation, and the windowed rate at each step of the run."""
     step = report.window_seconds / 5
     estimator = RateEstimator(
@@ -203,9 +203,9 @@ def _rates(report: Report, spans: Sequence[EvaluatedSpan]) -> list[Observation]:
     return observations
 
 
-def _scores_and_worst(report: Report, spans: Iterable[EvaluatedSpan], worst: int) -> None:
+def _scores_and_worst(report: Report, spans: Iterable[JudgedSpan], worst: int) -> None:
     grouper = RateEstimator(group_by=report.group_by)
-    cases: list[tuple[float, EvaluatedSpan, str]] = []
+    cases: list[tuple[float, JudgedSpan, str]] = []
     for span in spans:
         results = read_results(span.attributes)
         if results is None:
@@ -228,7 +228,7 @@ def _scores_and_worst(report: Report, spans: Iterable[EvaluatedSpan], worst: int
     report.worst = list(distinct.values())
 
 
-def _case(span: EvaluatedSpan, name: str, grouper: RateEstimator) -> Case:
+def _case(span: JudgedSpan, name: str, grouper: RateEstimator) -> Case:
     attributes = span.attributes
     case = read_case(attributes, span.span.events).case
     unsupported = attributes.get(semconv.eval_attribute(name, "unsupported"))
@@ -249,9 +249,9 @@ def _case(span: EvaluatedSpan, name: str, grouper: RateEstimator) -> Case:
     )
 
 
-def _costs(report: Report, spans: Iterable[EvaluatedSpan]) -> list[Cost]:
+def _costs(report: Report, spans: Iterable[JudgedSpan]) -> list[Cost]:
     grouper = RateEstimator(group_by=report.group_by)
-    by_group: dict[tuple[str, ...], list[EvaluatedSpan]] = {}
+    by_group: dict[tuple[str, ...], list[JudgedSpan]] = {}
     for span in spans:
         if span.attributes.get(semconv.EVAL_STATUS) in (
             semconv.STATUS_OK,
@@ -274,6 +274,6 @@ def _costs(report: Report, spans: Iterable[EvaluatedSpan]) -> list[Cost]:
     return costs
 
 
-def _cost(span: EvaluatedSpan) -> float | None:
+def _cost(span: JudgedSpan) -> float | None:
     results = read_results(span.attributes)
     return None if results is None else results.cost_usd

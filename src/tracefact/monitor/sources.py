@@ -20,7 +20,7 @@ import httpx
 from tracefact import semconv
 from tracefact._imports import import_extra
 from tracefact.monitor.estimator import RateEstimator
-from tracefact.monitor.spans import EvaluatedSpans
+from tracefact.monitor.spans import JudgedSpans
 from tracefact.spans_file import SpansFileReader
 
 
@@ -244,7 +244,7 @@ class SpansFileSource:
         self.path = path
         self.clock = clock
         self._reader = SpansFileReader(path)
-        self._spans = EvaluatedSpans()
+        self._spans = JudgedSpans()
         self._estimator = RateEstimator(
             group_by=group_by,
             max_groups=100,

@@ -24,7 +24,7 @@ SpanKey = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
-class EvaluatedSpan:
+class JudgedSpan:
     """An LLM span as evaluation left it: its attributes with any carrier's results on top."""
 
     key: SpanKey
@@ -32,7 +32,7 @@ class EvaluatedSpan:
     """The LLM span, or the carrier when the LLM span itself was not seen."""
     resource: Mapping[str, Any]
     attributes: Mapping[str, Any]
-    replaces: EvaluatedSpan | None = None
+    replaces: JudgedSpan | None = None
     """The same span seen earlier without these results (status `timeout`, held too long)."""
 
     @property
@@ -41,7 +41,7 @@ class EvaluatedSpan:
         return self.span.end_time / 1e9
 
 
-class EvaluatedSpans:
+class JudgedSpans:
     """Turns spans, in the order they were exported, into evaluated spans.
 
     Keeps the last `remember` LLM spans, so that a carrier arriving after its span is
@@ -50,10 +50,10 @@ class EvaluatedSpans:
 
     def __init__(self, remember: int = 10_000) -> None:
         self.remember = remember
-        self._llm: OrderedDict[SpanKey, EvaluatedSpan | FileSpan] = OrderedDict()
+        self._llm: OrderedDict[SpanKey, JudgedSpan | FileSpan] = OrderedDict()
         self._carriers: OrderedDict[SpanKey, FileSpan] = OrderedDict()
 
-    def add(self, item: FileSpan) -> EvaluatedSpan | None:
+    def add(self, item: FileSpan) -> JudgedSpan | None:
         """The evaluated span `item` completes, or None (not an LLM span, or waiting)."""
         span, attributes = item.span, item.span.attributes
         if _is_carrier(attributes) and span.parent_span_id is not None:
@@ -72,7 +72,7 @@ class EvaluatedSpans:
         if semconv.EVAL_STATUS not in attributes:  # attach="span": the carrier will judge it
             self._keep(self._llm, key, item)
             return None
-        evaluated = EvaluatedSpan(key, span, item.resource, attributes)
+        evaluated = JudgedSpan(key, span, item.resource, attributes)
         self._keep(self._llm, key, evaluated)
         return evaluated
 
@@ -80,21 +80,19 @@ class EvaluatedSpans:
         """LLM spans kept with no status and no carrier yet: not evaluated, so far."""
         return sum(isinstance(seen, FileSpan) for seen in self._llm.values())
 
-    def pending(self) -> list[EvaluatedSpan]:
+    def pending(self) -> list[JudgedSpan]:
         """Carriers whose span never came: counted on their own, at the end of a file."""
         found = [
-            EvaluatedSpan(key, c.span, c.resource, _results(c.span.attributes))
+            JudgedSpan(key, c.span, c.resource, _results(c.span.attributes))
             for key, c in self._carriers.items()
         ]
         self._carriers.clear()
         return found
 
-    def _merge(
-        self, key: SpanKey, seen: EvaluatedSpan | FileSpan, carrier: FileSpan
-    ) -> EvaluatedSpan:
+    def _merge(self, key: SpanKey, seen: JudgedSpan | FileSpan, carrier: FileSpan) -> JudgedSpan:
         attributes = {**seen.span.attributes, **_results(carrier.span.attributes)}
-        replaces = seen if isinstance(seen, EvaluatedSpan) else None
-        merged = EvaluatedSpan(key, seen.span, seen.resource, attributes, replaces)
+        replaces = seen if isinstance(seen, JudgedSpan) else None
+        merged = JudgedSpan(key, seen.span, seen.resource, attributes, replaces)
         self._keep(self._llm, key, merged)
         return merged
 

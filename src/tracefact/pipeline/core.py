@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 from opentelemetry.metrics import MeterProvider
 
 from tracefact import semconv
+from tracefact._clock import SYSTEM, Clock
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Apply, Delivery, SpanObserver
@@ -66,8 +67,10 @@ class Pipeline(Generic[S]):
         sinks: Sequence[ResultSink] = (),
         observers: Sequence[SpanObserver] = (),
         meter_provider: MeterProvider | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.options = options
+        self.clock = clock
         self.reader = reader
         self.admission = Admission(options.queue_size, sampler)
         self._metrics = PipelineMetrics(
@@ -81,7 +84,7 @@ class Pipeline(Generic[S]):
         policy = RetryPolicy(
             timeout_seconds=options.timeout_seconds, max_retries=options.max_retries
         )
-        self._jobs: Jobs[S] = Jobs(self._new_worker())
+        self._jobs: Jobs[S] = Jobs(self._new_worker(), clock)
         self._evaluation = Evaluation(
             evaluators, policy, grace, self._jobs, self._metrics, self._finish
         )
@@ -95,6 +98,7 @@ class Pipeline(Generic[S]):
             stuck=lambda now: now - self._jobs.worker.beat_at > grace,
             replace=self._replace_worker,
             heartbeat=lambda: self._jobs.worker.ping(),
+            clock=clock,
         )
 
     @property
@@ -127,7 +131,7 @@ class Pipeline(Generic[S]):
             self.admission.release(admitted)
             self._delivery.deliver(record, span, skipped(reading, admitted.rate))
             return
-        job = Job(record, span, admitted, reading, held=self._held)
+        job = Job(record, span, admitted, reading, held=self._held, ended=self.clock.now())
         worker = self._jobs.open(job)
         if worker is None:  # shutdown began
             self.admission.release(admitted)
@@ -160,15 +164,15 @@ class Pipeline(Generic[S]):
         the sinks before the place is given back (with what judging cost, for a
         budget), so that `force_flush` sees them.
         """
-        settled = self._jobs.settle(job)
-        if settled is None:
+        finished = self._jobs.finish(job)
+        if finished is None:
             return
         try:
-            if settled.held:
+            if finished.held:
                 self._delivery.deliver(job.record, job.span, verdict)
             else:
                 self._delivery.deliver(
-                    job.record, job.span, verdict.on_carrier(), count=not settled.counted
+                    job.record, job.span, verdict.on_carrier(), count=not finished.counted
                 )
         finally:
             if self._jobs.close(job):
@@ -176,7 +180,7 @@ class Pipeline(Generic[S]):
 
     # --- the evaluation loop ---------------------------------------------------------------
     def _new_worker(self) -> Worker[Job[S]]:
-        return Worker(self._run, "tracefact-evaluation", self.options.concurrency)
+        return Worker(self._run, "tracefact-evaluation", self.options.concurrency, self.clock)
 
     async def _run(self, job: Job[S]) -> None:
         await self._evaluation.run(job)
@@ -214,7 +218,7 @@ class Pipeline(Generic[S]):
         self._jobs.wait_idle(self.options.drain_seconds)
         self._watchdog.stop()
         self._jobs.worker.stop(timeout=STOP_SECONDS)
-        for job in self._jobs.unsettled():
+        for job in self._jobs.unfinished():
             self._finish(job, unevaluated(semconv.STATUS_SHUTDOWN, job.decision.rate))
         return True
 

@@ -50,15 +50,16 @@ class Evaluation:
     async def run(self, job: Job[Any]) -> None:
         """Judge the job by its deadline, or end it with `timeout` a grace period later."""
         deadline = self.jobs.start(job, self.policy.timeout_seconds)
-        if deadline is None:  # settled, or moved off a stuck loop and started elsewhere
+        if deadline is None:  # finished, or moved off a stuck loop and started elsewhere
             return
         judging = asyncio.ensure_future(self._judge(job, deadline))
         try:
-            await asyncio.wait({judging}, timeout=deadline + self.grace_seconds - time.monotonic())
+            timeout = deadline + self.grace_seconds - self.jobs.clock.now()
+            await asyncio.wait({judging}, timeout=timeout)
         finally:  # past its time, or the loop stops: the job ends here either way
             if not judging.done():
                 judging.cancel()
-                if time.monotonic() >= deadline:
+                if self.jobs.clock.now() >= deadline:
                     verdict = unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, OVERRAN)
                 else:
                     verdict = unevaluated(
@@ -76,7 +77,10 @@ class Evaluation:
             outcomes = [
                 cleaned(outcome)
                 for outcome in await asyncio.gather(
-                    *(run_evaluator(e, case, self.policy, deadline) for e in self.evaluators)
+                    *(
+                        run_evaluator(e, case, self.policy, deadline, self.jobs.clock)
+                        for e in self.evaluators
+                    )
                 )
             ]
             for outcome in outcomes:

@@ -3,16 +3,16 @@
 A job's state changes only here, one method per transition, so that whoever races for
 a job (the evaluation loop, the watchdog, shutdown, a replaced loop) gets a clear answer:
 `open` (refused once shutdown has begun), `start` (once, which sets its one deadline),
-`release` (its span leaves before its verdict), `settle` (once: the caller delivers its
+`release` (its span leaves before its verdict), `finish` (once: the caller delivers its
 last verdict) and `close` (once: the caller gives its place in flight back).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Generic, NamedTuple, TypeVar
 
+from tracefact._clock import SYSTEM, Clock
 from tracefact.conventions import Reading
 from tracefact.pipeline.verdict import SpanRecord
 from tracefact.pipeline.worker import Worker
@@ -38,7 +38,13 @@ class Job(Generic[S]):
     )
 
     def __init__(
-        self, record: SpanRecord, span: S, decision: Decision, reading: Reading, held: bool
+        self,
+        record: SpanRecord,
+        span: S,
+        decision: Decision,
+        reading: Reading,
+        held: bool,
+        ended: float,
     ) -> None:
         self.record = record
         self.span = span
@@ -50,16 +56,17 @@ class Job(Generic[S]):
         """The span waits for its verdict (attach "enrich"); once released it has left."""
         self.counted = False
         """A verdict with a status left with the span: the carrier's is not counted again."""
-        self.ended = time.monotonic()
+        self.ended = ended
+        """When its span ended (the pipeline's clock): its hold limit counts from then."""
         self.deadline: float | None = None
         """Monotonic time by which its evaluation must end; set once, when it starts."""
         self.done = False
-        """Settled: its last verdict is delivered (or being delivered), nothing else may be."""
+        """Finished: its last verdict is delivered (or being delivered), nothing else may be."""
         self.worker: Worker[Job[S]] | None = None
         """The evaluation loop it was handed to."""
 
 
-class Settled(NamedTuple):
+class Finished(NamedTuple):
     """What the one caller that settles a job needs to deliver its verdict."""
 
     held: bool
@@ -74,8 +81,9 @@ class Jobs(Generic[S]):
     lock as `open`, so that a job is always either moved or handed to the new loop.
     """
 
-    def __init__(self, worker: Worker[Job[S]]) -> None:
+    def __init__(self, worker: Worker[Job[S]], clock: Clock = SYSTEM) -> None:
         self.worker = worker
+        self.clock = clock
         self.closed = False
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -91,11 +99,11 @@ class Jobs(Generic[S]):
             return self.worker
 
     def start(self, job: Job[S], timeout_seconds: float) -> float | None:
-        """Its deadline, set now; None for a job settled or already started elsewhere."""
+        """Its deadline, set now; None for a job finished or already started elsewhere."""
         with self._lock:
             if job.done or job.deadline is not None:
                 return None
-            job.deadline = time.monotonic() + timeout_seconds
+            job.deadline = self.clock.now() + timeout_seconds
             return job.deadline
 
     def release(self, job: Job[S], counted: bool) -> bool:
@@ -107,16 +115,16 @@ class Jobs(Generic[S]):
             job.counted = counted
             return True
 
-    def settle(self, job: Job[S]) -> Settled | None:
+    def finish(self, job: Job[S]) -> Finished | None:
         """Mark the job done; None for every caller but the first."""
         with self._lock:
             if job.done:
                 return None
             job.done = True
-            return Settled(job.held, job.counted)
+            return Finished(job.held, job.counted)
 
     def close(self, job: Job[S]) -> bool:
-        """Forget a settled job; True once, for the caller that gives its place back."""
+        """Forget a finished job; True once, for the caller that gives its place back."""
         with self._lock:
             if job not in self._open:
                 return False
@@ -130,7 +138,7 @@ class Jobs(Generic[S]):
             first, self.closed = not self.closed, True
             return first
 
-    def unsettled(self) -> list[Job[S]]:
+    def unfinished(self) -> list[Job[S]]:
         """Open jobs not yet done."""
         with self._lock:
             return [job for job in self._open if not job.done]

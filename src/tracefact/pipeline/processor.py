@@ -31,6 +31,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracefact import semconv
+from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
@@ -78,6 +79,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         observers: Sequence[SpanObserver] = (),
         meter_provider: MeterProvider | None = None,
         reader: SpanReader | None = None,
+        clock: Clock = SYSTEM,
         **overrides: Any,
     ) -> None:
         names = [e.name for e in evaluators]
@@ -94,9 +96,15 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._sinks = tuple(sinks)
         self._observers = tuple(observers)
         self._meter_provider = meter_provider
+        self._clock = clock
         super().__init__(downstream)
         self._reset()
         reset_after_fork(self._reset)
+
+    @property
+    def closed(self) -> bool:
+        """Shutdown has begun: spans that end from now on leave with status `shutdown`."""
+        return self._pipeline.closed
 
     @property
     def sinks(self) -> tuple[ResultSink, ...]:
@@ -114,6 +122,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
             sinks=self._sinks,
             observers=self._observers,
             meter_provider=self._meter_provider,
+            clock=self._clock,
         )
         self._lock = threading.Lock()  # guards the two below across application threads
         self._live: set[int] = set()  # span ids of LLM spans started and not yet ended

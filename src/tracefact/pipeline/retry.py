@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 
 from tracefact import semconv
-from tracefact._retry import Backoff, is_transient
+from tracefact._clock import SYSTEM, Clock
+from tracefact._retry import Backoff, Retries, is_transient
 from tracefact._warnings import evaluator_warnings
 from tracefact.evaluators.base import (
     EvalCase,
@@ -37,10 +38,15 @@ class RetryPolicy:
     max_retries: int = 2
     backoff: Backoff = field(default_factory=Backoff)
 
-    def delay(self, attempt: int, error: BaseException) -> float:
-        """The wait before the next attempt: the provider's Retry-After, else backoff."""
+    def delay(self, attempt: int, error: BaseException) -> float | None:
+        """The wait before the next attempt, or None: give up (`tracefact._retry.Retries`).
+
+        The provider's Retry-After when it gave one, else backoff; None when `error` is
+        permanent or the retries are spent.
+        """
         retry_after = error.retry_after if isinstance(error, RateLimitError) else None
-        return self.backoff.delay(attempt, retry_after)
+        retries = Retries(self.max_retries, self.backoff)
+        return retries.delay(attempt, is_transient(error), retry_after)
 
 
 def _being_cancelled() -> bool:
@@ -51,9 +57,13 @@ def _being_cancelled() -> bool:
 
 
 async def run_evaluator(
-    evaluator: Evaluator, case: EvalCase, policy: RetryPolicy, deadline: float | None = None
+    evaluator: Evaluator,
+    case: EvalCase,
+    policy: RetryPolicy,
+    deadline: float | None = None,
+    clock: Clock = SYSTEM,
 ) -> Outcome:
-    """Run one evaluator on one case, retries included, until `deadline` (monotonic).
+    """Run one evaluator on one case, retries included, until `deadline` (of `clock`).
 
     Without a deadline, it is `policy.timeout_seconds` from now. Never raises, except
     when the caller itself is cancelled.
@@ -61,7 +71,7 @@ async def run_evaluator(
     name = evaluator.name
     started = time.perf_counter()
     if deadline is None:
-        deadline = time.monotonic() + policy.timeout_seconds
+        deadline = clock.now() + policy.timeout_seconds
 
     def outcome(
         status: semconv.EvalStatus,
@@ -90,9 +100,10 @@ async def run_evaluator(
             except Exception as exc:
                 if isinstance(exc, EvaluationError) and exc.fallback is not None:
                     fallback = exc.fallback
-                if attempt >= policy.max_retries or not is_transient(exc):
+                delay = policy.delay(attempt, exc)
+                if delay is None:
                     raise
-                await asyncio.sleep(policy.delay(attempt, exc))
+                await asyncio.sleep(delay)
                 attempt += 1
                 continue
             except BaseException as exc:  # SystemExit & co. are the evaluator's failure only
@@ -102,7 +113,7 @@ async def run_evaluator(
             return result
 
     try:
-        result = await asyncio.wait_for(attempts(), max(0.0, deadline - time.monotonic()))
+        result = await asyncio.wait_for(attempts(), max(0.0, deadline - clock.now()))
     except Exception as exc:
         if fallback is not None:  # retries ran out: keep the result the error carried
             return outcome(semconv.STATUS_OK, result=fallback)

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from tracefact._clock import SYSTEM, Clock
 from tracefact.pipeline.jobs import Job, Jobs
 
 logger = logging.getLogger("tracefact")
 
 
 class Watchdog:
-    """Checks holds and the loop every `tick` seconds on a daemon thread.
+    """Checks holds and the loop every `tick` seconds of `clock` on a daemon thread.
 
     `release(job)` lets a held span leave; `stuck(now)` says whether the loop stopped
     answering heartbeats, `replace()` swaps in a fresh one, `heartbeat()` pings it.
+    A test's `ManualClock` makes each tick a step of the test's own.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class Watchdog:
         stuck: Callable[[float], bool],
         replace: Callable[[], None],
         heartbeat: Callable[[], None],
+        clock: Clock = SYSTEM,
     ) -> None:
         self._jobs = jobs
         self._release = release
@@ -47,35 +49,44 @@ class Watchdog:
         self._stuck = stuck
         self._replace = replace
         self._heartbeat = heartbeat
-        self._stop = threading.Event()
+        self._clock = clock
+        self._stopping = threading.Condition()  # guards _stopped; notified by stop()
+        self._stopped = False
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
 
     def start(self) -> None:
         """Start watching (idempotent; the first job starts it)."""
         if self._thread is not None:
             return
-        with self._start_lock:
-            if self._thread is None and not self._stop.is_set():
+        with self._stopping:
+            if self._thread is None and not self._stopped:
                 thread = threading.Thread(target=self._run, name="tracefact-watchdog", daemon=True)
                 thread.start()
                 self._thread = thread
 
     def stop(self) -> None:
-        """Stop watching; returns at once (the thread ends within a tick)."""
-        self._stop.set()
+        """Stop watching; returns at once (the thread ends without another check)."""
+        with self._stopping:
+            self._stopped = True
+            self._stopping.notify_all()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._tick):
+        while True:
+            with self._stopping:
+                due = self._clock.now() + self._tick
+                while not self._stopped and self._clock.now() < due:
+                    self._clock.wait(self._stopping, due - self._clock.now())
+                if self._stopped:
+                    return
             try:
-                self.check(time.monotonic())
+                self.check(self._clock.now())
             except Exception:  # the watchdog must outlive any bug in what it calls
                 logger.exception("tracefact: watchdog check failed")
 
     def check(self, now: float) -> None:
         """One round: holds, then the loop's health."""
         overdue = False
-        for job in self._jobs.unsettled():
+        for job in self._jobs.unfinished():
             if job.held and now >= job.ended + self._max_hold:
                 self._release(job)
             if job.deadline is not None and now >= job.deadline + self._grace:

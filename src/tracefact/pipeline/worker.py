@@ -20,12 +20,12 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, ParamSpec, TypeVar
 
+from tracefact._clock import SYSTEM, Clock
 from tracefact._imports import stop_litellm_worker
 from tracefact._otel import suppressed_context
 
@@ -47,8 +47,10 @@ class Worker(Generic[Job]):
         handle: Callable[[Job], Coroutine[object, object, None]],
         name: str,
         concurrency: int,
+        clock: Clock = SYSTEM,
     ) -> None:
         self._handle = handle
+        self._clock = clock
         self._name = name
         self._concurrency = concurrency
         self._semaphore: asyncio.Semaphore | None = None
@@ -61,8 +63,8 @@ class Worker(Generic[Job]):
         self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
         self._stopping = False
-        self.beat_at = time.monotonic()
-        """When the loop last ran a heartbeat (or started)."""
+        self.beat_at = clock.now()
+        """When the loop last ran a heartbeat (or started), on the pipeline's clock."""
 
     def submit(self, job: Job) -> None:
         """Queue `job` for the loop; starts the loop thread on first use."""
@@ -82,14 +84,14 @@ class Worker(Generic[Job]):
                 loop.call_soon_threadsafe(self._beat)
 
     def _beat(self) -> None:
-        self.beat_at = time.monotonic()
+        self.beat_at = self._clock.now()
 
     def _start(self) -> asyncio.AbstractEventLoop:
         with self._start_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 loop.set_default_executor(DaemonThreads(f"{self._name}-thread"))
-                self.beat_at = time.monotonic()
+                self.beat_at = self._clock.now()
                 self._thread = threading.Thread(
                     target=self._run, args=(loop,), name=self._name, daemon=True
                 )
@@ -155,7 +157,7 @@ class Worker(Generic[Job]):
             loop.stop()
 
         # A loop left blocked by an evaluator keeps its tasks until the process ends; their
-        # jobs were settled already, so their destruction at exit is not worth a report.
+        # jobs were finished already, so their destruction at exit is not worth a report.
         loop.set_exception_handler(_quiet_about_abandoned_tasks)
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(cancel_all()))

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from tracefact.sinks.base import EvaluatedSpan
-from tracefact.sinks.http import Delivery, HTTPSink
+from tracefact.sinks.http import HTTPSink, SinkRequest
 
 SOURCE_TYPES = {"LLM": "LLM_JUDGE", "CODE": "CODE"}
 
@@ -37,7 +37,7 @@ class MLflowAssessments(HTTPSink):
 
     def deliveries(
         self, client: httpx.Client, batch: Sequence[EvaluatedSpan]
-    ) -> Iterable[Delivery]:
+    ) -> Iterable[SinkRequest]:
         for evaluated in batch:
             trace_id = mlflow_trace_id(evaluated)
             body = {"assessment": self.assessment(evaluated)}

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from tracefact.sinks.base import EvaluatedSpan
-from tracefact.sinks.http import Delivery, HTTPSink
+from tracefact.sinks.http import HTTPSink, SinkRequest
 
 
 class PhoenixAnnotations(HTTPSink):
@@ -46,7 +46,7 @@ class PhoenixAnnotations(HTTPSink):
 
     def deliveries(
         self, client: httpx.Client, batch: Sequence[EvaluatedSpan]
-    ) -> Iterable[Delivery]:
+    ) -> Iterable[SinkRequest]:
         body = {"data": [self.annotation(evaluated) for evaluated in batch]}
         yield batch, client.build_request("POST", "/v1/span_annotations", json=body)
 

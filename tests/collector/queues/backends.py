@@ -70,6 +70,6 @@ def sqlite_opener(path: Path) -> Opener:
 
 def redis_opener(url: str) -> Opener:
     def open_queue(max_entries: int = 1000, lease_seconds: float = 30.0) -> RequestQueue:
-        return RedisQueue(url, max_entries=max_entries, claim_seconds=lease_seconds)
+        return RedisQueue(url, max_entries=max_entries, lease_seconds=lease_seconds)
 
     return open_queue

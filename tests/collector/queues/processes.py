@@ -54,7 +54,7 @@ def config(
         },
         "metrics": {"host": "127.0.0.1", "port": 0},
         "logging": {"level": "info"},
-        "shutdown_seconds": 5,
+        "drain_seconds": 5,
         **queue,
     }
 
@@ -94,9 +94,17 @@ def stop(processes: Iterable[CollectorProcess]) -> None:
 
 def counter(process: CollectorProcess, name: str) -> float:
     """A counter's value on the process's /metrics (0 when not yet counted)."""
+    return _metric(process, name.replace(".", "_") + "_total")
+
+
+def gauge(process: CollectorProcess, name: str) -> float:
+    """A gauge's value on the process's /metrics (0 when absent)."""
+    return _metric(process, name.replace(".", "_"))
+
+
+def _metric(process: CollectorProcess, sample: str) -> float:
     text = httpx.get(f"http://127.0.0.1:{process.ports['metrics']}/metrics").text
-    prefix = name.replace(".", "_")
-    values = re.findall(rf"^{prefix}_total(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    values = re.findall(rf"^{sample}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
     return sum(float(v) for v in values)
 
 
@@ -194,10 +202,10 @@ def sent_ids(traces: range) -> set[bytes]:
 
 
 def redis_keys(
-    server: RedisServer, consume: bool = True, claim_seconds: float = 1
+    server: RedisServer, consume: bool = True, lease_seconds: float = 1
 ) -> dict[str, Any]:
     """`queue: redis` on `server`; a short claim time moves a dead consumer's entries on."""
-    settings = {"url": server.url, "claim_seconds": claim_seconds, "consume": consume}
+    settings = {"url": server.url, "lease_seconds": lease_seconds, "consume": consume}
     return {"queue": "redis", "redis": settings}
 
 

@@ -21,6 +21,7 @@ from tests.collector.queues.processes import (
     SPANS_PER_TRACE,
     arrivals,
     counter,
+    gauge,
     kill,
     llm_statuses,
     redis_keys,
@@ -37,6 +38,7 @@ from tracefact import semconv
 
 TRACES = 8
 REDELIVERED = semconv.METRIC_COLLECTOR_REDELIVERED
+BUFFERED = semconv.METRIC_COLLECTOR_BUFFERED
 
 
 def assert_all_arrived_once_or_counted(
@@ -104,7 +106,10 @@ def test_sqlite_collector_killed_mid_forwarding_forwards_everything_after_restar
     )
     started.append(first)
     send(first, (r for t in traces for r in trace_requests(t, together=True)))
-    # Evaluated and being forwarded: the upstream refuses, the collector retries.
+    # Evaluated and being forwarded: every span is in the forwarding buffer, the upstream
+    # refuses, the collector retries.
+    everything = TRACES * SPANS_PER_TRACE
+    assert wait_until(lambda: gauge(first, BUFFERED) == everything, timeout=20)
     assert wait_until(lambda: upstream.refused >= 5, timeout=20)
     kill(first)
     upstream.fail_with = None
@@ -205,7 +210,7 @@ def test_two_collectors_and_two_workers_deliver_every_span_once(
     # Each worker evaluates 4 LLM spans at a time and holds at most 16 in its window: the
     # rest wait in Redis for either. The senders drift apart: a window of 3 s covers it.
     # Nobody dies here: a claim time no busy machine reaches, so nothing is taken twice.
-    queue = redis_keys(redis_server, claim_seconds=60)
+    queue = redis_keys(redis_server, lease_seconds=60)
     settings = processes.config(upstream.endpoint, 0.2, queue_size=4, window_seconds=3, **queue)
     settings["evaluation"]["window_max_spans"] = 16
     workers = [start("worker", tmp_path / f"w{i}.yaml", settings) for i in (1, 2)]

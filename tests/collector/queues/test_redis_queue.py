@@ -45,7 +45,7 @@ def test_while_redis_is_down_put_asks_to_retry_and_get_returns_nothing(
 def test_an_ack_lost_in_an_outage_leaves_the_entry_to_come_again(
     redis_server: RedisServer,
 ) -> None:
-    queue = RedisQueue(redis_server.url, claim_seconds=0.5, socket_timeout_seconds=1.0)
+    queue = RedisQueue(redis_server.url, lease_seconds=0.5, socket_timeout_seconds=1.0)
     queue.put(request(1))
     [entry] = queue.get(1, 1.0)
     redis_server.stop()
@@ -86,7 +86,7 @@ def test_a_foreign_entry_on_the_stream_is_handed_on_empty(
 
 
 @pytest.mark.parametrize(
-    "options", [{"max_entries": 0}, {"claim_seconds": 0}, {"socket_timeout_seconds": 0}]
+    "options", [{"max_entries": 0}, {"lease_seconds": 0}, {"socket_timeout_seconds": 0}]
 )
 def test_bad_settings_are_refused_naming_them(options: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):

@@ -46,7 +46,7 @@ exit explains the next consumer getting the entries in time."""
 
 
 def terminate_in_time(process: processes.CollectorProcess) -> None:
-    """SIGTERM; the drained exit comes within `shutdown_seconds` (5) and a margin."""
+    """SIGTERM; the drained exit comes within `drain_seconds` (5) and a margin."""
     began = time.monotonic()
     assert process.terminate(timeout=30) == 0
     assert time.monotonic() - began < 5 + 3
@@ -65,13 +65,13 @@ def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_wor
 ) -> None:
     traces = range(1, TRACES + 1)
     receive_only = processes.config(
-        upstream.endpoint, 0.01, **redis_keys(redis_server, False, claim_seconds=LEASE)
+        upstream.endpoint, 0.01, **redis_keys(redis_server, False, lease_seconds=LEASE)
     )
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     slow = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, SLOW, **redis_keys(redis_server, claim_seconds=LEASE)),
+        processes.config(upstream.endpoint, SLOW, **redis_keys(redis_server, lease_seconds=LEASE)),
     )
     started += [collector, slow]
     # Per trace: the LLM span and its child in one entry, the retriever span in another.
@@ -84,7 +84,7 @@ def test_redis_worker_sigtermed_mid_evaluation_leaves_its_entries_to_another_wor
     fast = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, lease_seconds=LEASE)),
     )
     started.append(fast)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
@@ -107,13 +107,13 @@ def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
     traces = range(1, TRACES + 1)
     upstream.fail_with = 503
     receive_only = processes.config(
-        upstream.endpoint, 0.01, **redis_keys(redis_server, False, claim_seconds=LEASE)
+        upstream.endpoint, 0.01, **redis_keys(redis_server, False, lease_seconds=LEASE)
     )
     collector = start("collector", tmp_path / "c.yaml", receive_only)
     worker = start(
         "worker",
         tmp_path / "w1.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, lease_seconds=LEASE)),
     )
     started += [collector, worker]
     send(collector, (r for t in traces for r in trace_requests(t, together=True)))
@@ -127,7 +127,7 @@ def test_redis_worker_sigtermed_while_the_upstream_is_down_leaves_its_entries(
     restarted = start(
         "worker",
         tmp_path / "w2.yaml",
-        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, claim_seconds=LEASE)),
+        processes.config(upstream.endpoint, 0.01, **redis_keys(redis_server, lease_seconds=LEASE)),
     )
     started.append(restarted)
     assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(traces), timeout=30)
