@@ -76,6 +76,11 @@ def _names(name: str, value: Any) -> None:
         raise _type_error(name, "a list of attribute names", value)
 
 
+def _tool_names(name: str, value: Any) -> None:
+    if isinstance(value, str) or not all(isinstance(n, str) and n for n in value):
+        raise _type_error(name, "a list of tool names", value)
+
+
 def _port(name: str, value: Any) -> None:
     _count(0)(name, value)
     if value > 65535:
@@ -182,4 +187,5 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "monitor_window_seconds": _seconds,
     "prometheus_port": _port,
     "prometheus_host": _string,
+    "exclude_tools": _tool_names,
 }
