@@ -146,9 +146,10 @@ $(AGENTS_VENV)/.installed: $(UV) locks/agents.txt pyproject.toml
 test-agents: $(AGENTS_VENV)/.installed
 	$(AGENTS_VENV)/bin/pytest -q -p no:cacheprovider tests/agents
 
-# Re-record tests/fixtures/otlp/agent-* from the pinned frameworks (commit the result).
+# Re-record tests/fixtures/otlp-agents from the pinned frameworks (commit the result).
 agent-fixtures: $(AGENTS_VENV)/.installed
-	$(AGENTS_VENV)/bin/python scripts/record_agent_fixtures.py tests/fixtures/otlp
+	$(AGENTS_VENV)/bin/python scripts/record_instrumentor_fixtures.py --agents \
+		tests/fixtures/otlp-agents
 
 # The fault-injection suite at length (make test runs a quick round of it).
 chaos: setup-dev

@@ -178,6 +178,12 @@ def json_message(item: Mapping[str, Any]) -> Message:
     (`tool_use` / `tool_result` blocks), Gemini (`function_call` / `function_response`
     parts) and LangChain's serialised messages (`kwargs`).
     """
+    kind = item.get("type")
+    if kind == "function_call_output":  # an OpenAI Responses API item: a tool's result
+        return Message(_TOOL, None, (), _result(item.get("output"), item.get("call_id"), None))
+    if kind == "function_call":  # a Responses API item: a tool call
+        call = Call(_str(item.get("call_id")), _str(item.get("name")))
+        return Message("assistant", None, (call,))
     kwargs = item.get("kwargs")
     fields: Mapping[str, Any] = kwargs if isinstance(kwargs, dict) else item
     role = str(item.get("role") or (fields.get("type") if fields is kwargs else "") or "")
@@ -349,6 +355,10 @@ def _decode_output(value: Any, mime: Any) -> Message:
     decoded = loads(value)
     if isinstance(decoded, str):
         return Message("assistant", decoded)
+    if isinstance(decoded, list) or (
+        isinstance(decoded, dict) and decoded.get("object") == "response"
+    ):
+        return _output_items(decoded)
     if not isinstance(decoded, dict):
         return Message("assistant", None)
     choices = decoded.get("choices")
@@ -370,6 +380,26 @@ def _decode_output(value: Any, mime: Any) -> Message:
         if key in decoded:
             return Message("assistant", text_of(decoded[key]))
     return Message("assistant", None)
+
+
+def _output_items(value: Any, depth: int = 0) -> Message:
+    """A list of output messages (chat messages, Responses API items or responses) as one.
+
+    As the OpenAI Agents SDK records its model's output.
+    """
+    items = value.get("output") if isinstance(value, dict) else value
+    texts: list[str] = []
+    calls: list[Call] = []
+    for item in items[:MAX_MESSAGES] if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("object") == "response" and depth < 1:
+            message = _output_items(item, depth + 1)
+        else:
+            message = json_message({**item, "role": "assistant"})
+        texts += [message.text] if message.text else []
+        calls += message.calls
+    return Message("assistant", "\n".join(texts) if texts else None, tuple(calls))
 
 
 READERS: tuple[Callable[[Mapping[str, Any]], Conversation | None], ...] = (

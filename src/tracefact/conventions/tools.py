@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tracefact import semconv
-from tracefact.conventions._json import loads
+from tracefact.conventions._json import loads, text_of
 from tracefact.scrubbing import clean_text
 
 MAX_RESULT_CHARS = 8192
@@ -30,6 +30,7 @@ MAX_LINES = 1000
 _MAX_DEPTH = 8
 _ERROR_FLAGS = ("is_error", "isError")
 _ERROR_KEYS = frozenset({"error", "errors", "exception"})
+_TEXT_PART_TYPES = frozenset({"text", "output_text", "input_text"})
 _BINARY_PART_TYPES = frozenset({"blob", "image", "audio", "file", "image_url", "input_audio"})
 _BYTES_PLACEHOLDER = re.compile(r"<\d+ bytes>")
 """How tracefact's own capture records bytes (`instrument.capture`)."""
@@ -69,7 +70,9 @@ def evidence_text(value: Any, *, error: bool = False) -> str | None:
     if isinstance(value, (dict, list, tuple)):
         if _is_error(value) or _is_binary_part(value):
             return None
-        text = "\n".join(_lines(value, "", 0)[:MAX_LINES])
+        text = _text_parts(value)
+        if text is None:
+            text = "\n".join(_lines(value, "", 0)[:MAX_LINES])
     else:
         text = value if isinstance(value, str) else json.dumps(value)
     text = text.strip()
@@ -88,6 +91,20 @@ def _is_error(value: Any) -> bool:
             return True
         return bool(value) and set(value) <= _ERROR_KEYS
     return False
+
+
+def _text_parts(value: Any) -> str | None:
+    """The text of message content parts (OpenAI's, MCP's `content`), else None."""
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        value = value["content"]  # an MCP tool result (its error flag is checked before)
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(
+        isinstance(part, str) or (isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES)
+        for part in value
+    ):
+        return None
+    return text_of(value) or ""
 
 
 def _is_binary_part(value: Any) -> bool:
