@@ -70,20 +70,21 @@ def _pydantic_ai_instrument(provider: Any) -> Callable[[], None]:
 
 
 def _pydantic_ai_run(base_url: str, stream: bool) -> str:
+    from openai import AsyncOpenAI
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key=API_KEY))
-    agent = Agent(model, instructions=INSTRUCTIONS, tools=[landmark_facts])
-    if not stream:
-        return agent.run_sync(QUESTION).output
+    async def run() -> str:
+        async with AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
+            model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+            agent = Agent(model, instructions=INSTRUCTIONS, tools=[landmark_facts])
+            if not stream:
+                return (await agent.run(QUESTION)).output
+            async with agent.run_stream(QUESTION) as result:
+                return await result.get_output()
 
-    async def streamed() -> str:
-        async with agent.run_stream(QUESTION) as result:
-            return await result.get_output()
-
-    return asyncio.run(streamed())
+    return asyncio.run(run())
 
 
 # --- the OpenAI Agents SDK, under OpenInference ---------------------------------------------
@@ -99,21 +100,20 @@ def _openai_agents_run(base_url: str, stream: bool) -> str:
     from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
     from openai import AsyncOpenAI
 
-    client = AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
-    agent = Agent(
-        name="guide",
-        instructions=INSTRUCTIONS,
-        tools=[function_tool(landmark_facts)],
-        model=OpenAIChatCompletionsModel(MODEL, openai_client=client),
-    )
-
     async def run() -> str:
-        if not stream:
-            return str((await Runner.run(agent, QUESTION)).final_output)
-        result = Runner.run_streamed(agent, QUESTION)
-        async for _ in result.stream_events():
-            pass
-        return str(result.final_output)
+        async with AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
+            agent = Agent(
+                name="guide",
+                instructions=INSTRUCTIONS,
+                tools=[function_tool(landmark_facts)],
+                model=OpenAIChatCompletionsModel(MODEL, openai_client=client),
+            )
+            if not stream:
+                return str((await Runner.run(agent, QUESTION)).final_output)
+            result = Runner.run_streamed(agent, QUESTION)
+            async for _ in result.stream_events():
+                pass
+            return str(result.final_output)
 
     return asyncio.run(run())
 
