@@ -10,10 +10,8 @@ from typing import Final, Literal
 
 from openinference.semconv.trace import (
     DocumentAttributes,
-    MessageAttributes,
     OpenInferenceSpanKindValues,
     SpanAttributes,
-    ToolCallAttributes,
 )
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE as _ERROR_TYPE
@@ -49,12 +47,6 @@ TOOL_NAME = SpanAttributes.TOOL_NAME
 """A TOOL span's tool (OpenInference)."""
 TOOL_ID = SpanAttributes.TOOL_ID
 """A TOOL span's call id, where the instrumentor knows it (OpenInference)."""
-MESSAGE_TOOL_CALL_ID = MessageAttributes.MESSAGE_TOOL_CALL_ID
-"""`message.tool_call_id`: which call a `tool` message answers (after a message prefix)."""
-MESSAGE_NAME = MessageAttributes.MESSAGE_NAME
-MESSAGE_TOOL_CALLS = MessageAttributes.MESSAGE_TOOL_CALLS
-TOOL_CALL_ID = ToolCallAttributes.TOOL_CALL_ID
-TOOL_CALL_FUNCTION_NAME = ToolCallAttributes.TOOL_CALL_FUNCTION_NAME
 
 MIME_JSON = "application/json"
 MIME_TEXT = "text/plain"

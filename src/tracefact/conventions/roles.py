@@ -49,8 +49,9 @@ def span_role(attributes: Mapping[str, Any]) -> Role | None:
     if isinstance(request_type, str) and request_type in _OPENLLMETRY_LLM_TYPES:
         return "llm"
     system = attributes.get(_DB_SYSTEM)
-    if isinstance(system, str) and system in _VECTOR_DB_SYSTEMS:
-        return "retriever"  # OpenLLMetry's vector DB spans; their results are events
+    if isinstance(system, str):  # a database client's span: never a tool's
+        # OpenLLMetry's vector DB spans are retrievers; their results are events.
+        return "retriever" if system in _VECTOR_DB_SYSTEMS else None
     if attributes.get(semconv.TRACELOOP_SPAN_KIND) == semconv.TRACELOOP_KIND_TOOL:
         return "tool"
     return None
