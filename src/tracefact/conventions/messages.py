@@ -130,15 +130,21 @@ def _openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[
                 attributes.get(base + "tool_call_id"),
                 attributes.get(base + "name"),
             )
-        messages.append(Message(role, text, _openinference_calls(attributes, base), results))
+        calls = _indexed_calls(
+            attributes, f"{base}tool_calls.", "tool_call.id", "tool_call.function.name"
+        )
+        messages.append(Message(role, text, calls, results))
     return messages
 
 
-def _openinference_calls(attributes: Mapping[str, Any], base: str) -> tuple[Call, ...]:
+def _indexed_calls(
+    attributes: Mapping[str, Any], prefix: str, id_key: str, name_key: str
+) -> tuple[Call, ...]:
+    """Tool calls flattened as `{prefix}{j}.{id_key}` / `{prefix}{j}.{name_key}`."""
     calls = []
     for j in range(MAX_MESSAGES):
-        call = f"{base}tool_calls.{j}.tool_call."
-        call_id, name = attributes.get(call + "id"), attributes.get(call + "function.name")
+        call_id = attributes.get(f"{prefix}{j}.{id_key}")
+        name = attributes.get(f"{prefix}{j}.{name_key}")
         if call_id is None and name is None:
             break
         calls.append(Call(_str(call_id), _str(name)))
@@ -187,7 +193,8 @@ def json_message(item: Mapping[str, Any]) -> Message:
     kwargs = item.get("kwargs")
     fields: Mapping[str, Any] = kwargs if isinstance(kwargs, dict) else item
     role = str(item.get("role") or (fields.get("type") if fields is kwargs else "") or "")
-    content = item.get("parts", fields.get("content"))
+    # No parts nor content: the item itself may say its text (`{"role": ..., "text": ...}`).
+    content = item.get("parts", fields.get("content", item if fields is item else None))
     parts = content if isinstance(content, list) else []
     calls = [_call(part) for part in parts[:MAX_MESSAGES] if isinstance(part, dict)]
     listed = fields.get("tool_calls")
@@ -199,7 +206,8 @@ def json_message(item: Mapping[str, Any]) -> Message:
             results += _part_result(part)
     if role == _TOOL and not results:
         error = fields.get("status") == "error"
-        results = _result(content, fields.get("tool_call_id"), fields.get("name"), error)
+        result = fields.get("content")
+        results = _result(result, fields.get("tool_call_id"), fields.get("name"), error)
     return Message(role, text_of(content), tuple(c for c in calls if c is not None), results)
 
 
@@ -258,14 +266,8 @@ def _indexed_messages(attributes: Mapping[str, Any], prefix: str) -> list[Messag
         results: tuple[ToolResult, ...] = ()
         if role == _TOOL:
             results = _result(content, attributes.get(f"{prefix}.{i}.tool_call_id"), None)
-        calls = []
-        for j in range(MAX_MESSAGES):
-            call = f"{prefix}.{i}.tool_calls.{j}."
-            call_id, name = attributes.get(call + "id"), attributes.get(call + "name")
-            if call_id is None and name is None:
-                break
-            calls.append(Call(_str(call_id), _str(name)))
-        messages.append(Message(role, text, tuple(calls), results))
+        calls = _indexed_calls(attributes, f"{prefix}.{i}.tool_calls.", "id", "name")
+        messages.append(Message(role, text, calls, results))
     return messages
 
 
