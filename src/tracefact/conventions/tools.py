@@ -76,13 +76,12 @@ def evidence_text(value: Any, *, error: bool = False) -> str | None:
     else:
         text = value if isinstance(value, str) else json.dumps(value)
     text = text.strip()
-    if not text or _is_binary(text):
+    kept = text[:MAX_RESULT_CHARS]  # what is checked and scrubbed is bounded too
+    if not kept or _is_binary(kept):
         return None
     if len(text) > MAX_RESULT_CHARS:
-        text = text[:MAX_RESULT_CHARS] + semconv.TRUNCATION_MARKER.format(
-            len(text) - MAX_RESULT_CHARS
-        )
-    return clean_text(text)
+        kept += semconv.TRUNCATION_MARKER.format(len(text) - MAX_RESULT_CHARS)
+    return clean_text(kept)
 
 
 def _is_error(value: Any) -> bool:
