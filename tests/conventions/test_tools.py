@@ -338,6 +338,9 @@ def test_structured_results_become_readable_lines() -> None:
     assert evidence_text([{"city": "Paris"}, {"city": "Lyon"}]) == "city: Paris\ncity: Lyon"
     assert evidence_text('"a JSON string"') == "a JSON string"
     assert evidence_text(42) == "42"
+    mcp = {"content": [{"type": "text", "text": "330 metres"}], "isError": False}
+    assert evidence_text(mcp) == "330 metres"
+    assert evidence_text({"error": None, "height": 330}) == "height: 330"
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ MAX_LINES = 1000
 _MAX_DEPTH = 8
 _ERROR_FLAGS = ("is_error", "isError")
 _ERROR_KEYS = frozenset({"error", "errors", "exception"})
+_MCP_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta"})
 _TEXT_PART_TYPES = frozenset({"text", "output_text", "input_text"})
 _BINARY_PART_TYPES = frozenset({"blob", "image", "audio", "file", "image_url", "input_audio"})
 _BYTES_PLACEHOLDER = re.compile(r"<\d+ bytes>")
@@ -88,14 +89,14 @@ def _is_error(value: Any) -> bool:
     if isinstance(value, dict):
         if any(value.get(flag) is True for flag in _ERROR_FLAGS):
             return True
-        return bool(value) and set(value) <= _ERROR_KEYS
+        return set(value) <= _ERROR_KEYS and any(value.values())
     return False
 
 
 def _text_parts(value: Any) -> str | None:
     """The text of message content parts (OpenAI's, MCP's `content`), else None."""
-    if isinstance(value, dict) and isinstance(value.get("content"), list):
-        value = value["content"]  # an MCP tool result (its error flag is checked before)
+    if isinstance(value, dict) and set(value) <= _MCP_RESULT_KEYS:
+        value = value.get("content")  # an MCP tool result (its error flag is checked before)
     if not isinstance(value, list) or not value:
         return None
     if not all(
