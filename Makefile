@@ -20,7 +20,7 @@ export UV_NO_PROGRESS := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
 	prometheus-tools test-prometheus terminal-deps redis-server test-queues lock test-latest \
-	dist test-wheel
+	dist test-wheel test-agents agent-fixtures
 
 $(UV): locks/uv.txt
 	rm -rf $(UV_HOME)
@@ -59,6 +59,7 @@ lock: $(UV)
 	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c locks/dev.txt -o locks/runtime.txt
 	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev --extra instrumentors \
 		-o locks/instrumentors.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev --extra agents -o locks/agents.txt
 	for env in phoenix mlflow browser; do \
 		$(UV) pip compile $(LOCK_FLAGS) e2e/requirements-$$env.txt -o locks/e2e-$$env.txt || exit 1; \
 	done
@@ -133,6 +134,23 @@ test-instrumentors: $(INSTRUMENTORS_VENV)/.installed
 fixtures: $(INSTRUMENTORS_VENV)/.installed
 	$(INSTRUMENTORS_VENV)/bin/python scripts/record_instrumentor_fixtures.py tests/fixtures/otlp
 
+# Real agent frameworks (pydantic-ai, the OpenAI Agents SDK with OpenInference, LangGraph with
+# OpenInference) calling tools through the fake OpenAI server, in their own virtual environment:
+# answers judged against tool results, through the SDK and through `tracefact collector`.
+AGENTS_VENV := .venv-agents
+
+$(AGENTS_VENV)/.installed: $(UV) locks/agents.txt pyproject.toml
+	$(call locked_venv,$(AGENTS_VENV),locks/agents.txt)
+	touch $@
+
+test-agents: $(AGENTS_VENV)/.installed
+	$(AGENTS_VENV)/bin/pytest -q -p no:cacheprovider tests/agents
+
+# Re-record tests/fixtures/otlp-agents from the pinned frameworks (commit the result).
+agent-fixtures: $(AGENTS_VENV)/.installed
+	$(AGENTS_VENV)/bin/python scripts/record_instrumentor_fixtures.py --agents \
+		tests/fixtures/otlp-agents
+
 # The fault-injection suite at length (make test runs a quick round of it).
 chaos: setup-dev
 	TRACEFACT_CHAOS_EXAMPLES=500 $(BIN)/pytest -q tests/pipeline/test_chaos.py
@@ -195,4 +213,4 @@ test-prometheus: prometheus-tools
 	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
-	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(LATEST_VENV) $(UV_HOME) dist $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(AGENTS_VENV) $(LATEST_VENV) $(UV_HOME) dist $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

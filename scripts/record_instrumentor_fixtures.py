@@ -21,6 +21,12 @@ outside the repository that has that release, the SDK and the OTLP encoder:
 OpenLLMetry's retriever spans likewise, from a venv with chromadb, langchain-core 1.7.2,
 langchain-openai 1.7.3 and OpenLLMetry's chromadb, langchain and openai instrumentations
 0.62.4: `--instrumentor openllmetry_chromadb --instrumentor openllmetry_langchain`.
+
+With `--agents`, the agent frameworks of tests/fakes/agents.py instead (pydantic-ai, the
+OpenAI Agents SDK, LangGraph: a tool call, then a grounded or an invented answer, plain
+and streaming), from the `agents` extra's venv:
+
+    make agent-fixtures   # into tests/fixtures/otlp-agents
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.fakes.agents import ANSWERS, FRAMEWORKS, run_agent  # noqa: E402
 from tests.fakes.instrumentors import (  # noqa: E402
     INSTRUMENTORS,
     SCENARIOS,
     run_scenario,
 )
+from tests.fakes.openai_server import fake_openai  # noqa: E402
 
 PORT_PLACEHOLDER = 4242
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -57,12 +65,18 @@ def main() -> None:
         choices=sorted(INSTRUMENTORS),
         help="record only these (repeatable); default: every one not pinned to an old release",
     )
-    parser.add_argument("--only", choices=sorted(INSTRUMENTORS), help=argparse.SUPPRESS)
+    parser.add_argument("--agents", action="store_true", help="record the agent frameworks instead")
+    parser.add_argument("--only", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only:
-        record(args.only, args.out)
+        (record_agent if args.agents else record)(args.only, args.out)
         return
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.agents:
+        for name in sorted(FRAMEWORKS):
+            command = [sys.executable, __file__, str(args.out), "--agents", "--only", name]
+            subprocess.run(command, check=True)
+        return
     names = args.instrumentor or [n for n in sorted(INSTRUMENTORS) if not INSTRUMENTORS[n].pinned]
     for name in names:
         _check_pin(INSTRUMENTORS[name].pinned)
@@ -86,29 +100,56 @@ def _check_pin(pinned: str | None) -> None:
         sys.exit(f"{pinned} is needed to record this instrumentor; this venv has {installed}")
 
 
-def record(name: str, out: Path) -> None:
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+class Recorder:
+    """An SDK provider whose spans, one run at a time, are written as a fixture."""
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def write(self, path: Path, port: int) -> None:
+        """The spans since the last write, normalised, as `path`."""
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        self.provider.force_flush()
+        spans = self.exporter.get_finished_spans()
+        self.exporter.clear()
+        document = _normalise(encode_spans(spans), port)
+        path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        print(f"{path}: {len(spans)} spans")
+
+
+def record(name: str, out: Path) -> None:
+    recorder = Recorder()
     instrumentor = INSTRUMENTORS[name]
-    with instrumentor.active(provider) as server:
+    with instrumentor.active(recorder.provider) as server:
         for scenario in SCENARIOS:
             if scenario.name not in instrumentor.scenarios:
                 continue
             for stream in (False, True):
-                exporter.clear()
-                run_scenario(name, scenario, stream, server, provider)
-                provider.force_flush()
-                spans = exporter.get_finished_spans()
-                document = _normalise(encode_spans(spans), server.api.server.server_address[1])
+                run_scenario(name, scenario, stream, server, recorder.provider)
                 path = out / f"{name}-{scenario.name}-{'stream' if stream else 'plain'}.json"
-                path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-                print(f"{path}: {len(spans)} spans")
+                recorder.write(path, server.api.server.server_address[1])
+
+
+def record_agent(name: str, out: Path) -> None:
+    """One framework's agent: a grounded and an invented final answer, plain and streaming."""
+    recorder = Recorder()
+    with fake_openai() as server:
+        undo = FRAMEWORKS[name].instrument(recorder.provider)
+        try:
+            for scenario, answer in ANSWERS.items():
+                for stream in (False, True):
+                    run_agent(name, answer, stream, server)
+                    path = out / f"{name}-{scenario}-{'stream' if stream else 'plain'}.json"
+                    recorder.write(path, server.api.server.server_address[1])
+        finally:
+            undo()
 
 
 def _normalise(request: Any, port: int) -> dict[str, Any]:

@@ -252,7 +252,7 @@ async def test_span_async_context_manager_records_exception(spans: Spans) -> Non
 
 def test_span_rejects_unknown_kind() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
-        tracefact.span("x", kind="tool")  # type: ignore[arg-type]
+        tracefact.span("x", kind="agent")  # type: ignore[arg-type]
 
 
 def test_generator_send_and_throw_reach_the_wrapped_generator(spans: Spans) -> None:

@@ -42,7 +42,12 @@ def requirements(extras: tuple[str, ...]) -> list[Requirement]:
 
 @pytest.mark.parametrize(
     ("lock", "extras"),
-    [("runtime.txt", ()), ("dev.txt", ("dev",)), ("instrumentors.txt", ("dev", "instrumentors"))],
+    [
+        ("runtime.txt", ()),
+        ("dev.txt", ("dev",)),
+        ("instrumentors.txt", ("dev", "instrumentors")),
+        ("agents.txt", ("dev", "agents")),
+    ],
 )
 def test_each_lock_pins_every_dependency_in_range(lock: str, extras: tuple[str, ...]) -> None:
     pinned = pins(lock)

@@ -5,7 +5,7 @@ The public API is small and flat; everything else lives in modules with one job.
 
 from tracefact._configure import configure, force_flush, shutdown
 from tracefact._version import __version__
-from tracefact.instrument.decorators import chain, llm, retriever
+from tracefact.instrument.decorators import chain, llm, retriever, tool
 from tracefact.instrument.grounding import grounding
 from tracefact.instrument.litellm import instrument_litellm, uninstrument_litellm
 from tracefact.instrument.spans import SpanRecorder, span
@@ -22,5 +22,6 @@ __all__ = [
     "retriever",
     "shutdown",
     "span",
+    "tool",
     "uninstrument_litellm",
 ]

@@ -117,6 +117,7 @@ def configure(
     sinks: Sequence[ResultSink] = (),
     span_mapping: SpanMapping | None = None,
     contexts_from_prompt: bool = False,
+    exclude_tools: Sequence[str] = (),
     monitor_group_by: Sequence[str] | str | None = None,
     monitor_max_groups: int | None = None,
     monitor_window_seconds: float | None = None,
@@ -155,6 +156,8 @@ def configure(
     ``{"contexts": "app.request#documents.*.text"}`` (see `tracefact.conventions.mapping`).
     contexts_from_prompt: when nothing else grounds an LLM span, judge it against its
     prompt's system and other non-question messages (off: instructions are not evidence).
+    exclude_tools: names of tools whose results are not evidence (one that only echoes
+    its input, a clock); the results of every other tool are (see docs/agents.md).
     monitor_group_by / monitor_max_groups / monitor_window_seconds: the live hallucination
     rate (`tracefact.monitor`) is kept per evaluator and per group of these attributes
     (model, service, route, prompt_version or any attribute name; default service and
@@ -207,6 +210,7 @@ def configure(
             ReadOptions(
                 mapping=compile_mapping(span_mapping) if span_mapping is not None else None,
                 contexts_from_prompt=contexts_from_prompt,
+                exclude_tools=frozenset(exclude_tools),
             ),
         )
     with _lock:

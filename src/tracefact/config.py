@@ -367,6 +367,12 @@ SETTINGS: dict[str, Setting] = {
         # reading spans no convention covers
         Setting("span_mapping", None, env=None, argument=Callable[..., Any] | dict[str, Any]),
         Setting("contexts_from_prompt", None, env=None, argument=bool),
+        Setting(
+            "exclude_tools",
+            None,
+            env=None,
+            argument=list[Annotated[str, Field(min_length=1)]],
+        ),
         # the providers tracefact plugs into
         Setting("tracer_provider", None, env=None, argument=InstanceOf[TracerProvider]),
         Setting("meter_provider", None, env=None, argument=InstanceOf[MeterProvider]),

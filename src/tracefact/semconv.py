@@ -14,6 +14,7 @@ from openinference.semconv.trace import (
     SpanAttributes,
 )
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE as _ERROR_TYPE
 from opentelemetry.semconv.attributes.http_attributes import HTTP_ROUTE
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME
 
@@ -38,7 +39,14 @@ DOCUMENT_SCORE = DocumentAttributes.DOCUMENT_SCORE
 KIND_LLM = OpenInferenceSpanKindValues.LLM.value
 KIND_RETRIEVER = OpenInferenceSpanKindValues.RETRIEVER.value
 KIND_CHAIN = OpenInferenceSpanKindValues.CHAIN.value
+KIND_TOOL = OpenInferenceSpanKindValues.TOOL.value
+KIND_AGENT = OpenInferenceSpanKindValues.AGENT.value
 KIND_EVALUATOR = OpenInferenceSpanKindValues.EVALUATOR.value
+
+TOOL_NAME = SpanAttributes.TOOL_NAME
+"""A TOOL span's tool (OpenInference)."""
+TOOL_ID = SpanAttributes.TOOL_ID
+"""A TOOL span's call id, where the instrumentor knows it (OpenInference)."""
 
 MIME_JSON = "application/json"
 MIME_TEXT = "text/plain"
@@ -66,6 +74,17 @@ GEN_AI_CONTENT_PROMPT_EVENT = "gen_ai.content.prompt"
 GEN_AI_CONTENT_COMPLETION_EVENT = "gen_ai.content.completion"
 GEN_AI_OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
 GEN_AI_OPERATION_RETRIEVAL = gen_ai.GenAiOperationNameValues.RETRIEVAL.value
+GEN_AI_OPERATION_EXECUTE_TOOL = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
+"""A tool's execution: its result (`gen_ai.tool.call.result`) is evidence."""
+GEN_AI_OPERATION_INVOKE_AGENT = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
+"""An agent's run: it repeats its last LLM span's answer, which is the one judged."""
+GEN_AI_TOOL_NAME = gen_ai.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_CALL_ID = gen_ai.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_CALL_RESULT = gen_ai.GEN_AI_TOOL_CALL_RESULT
+ERROR_TYPE = _ERROR_TYPE
+"""Set on a span whose operation failed (a tool that raised): its result is not evidence."""
+EXCEPTION_EVENT = "exception"
+"""The event an exception recorded on a span leaves (a tool that raised)."""
 GEN_AI_RETRIEVAL_DOCUMENTS = gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS
 """JSON array on a `retrieval` span: one object per document (`id`, `score`, and `content`
 when content capture is on); read for `content` (or `text`) only."""
@@ -75,6 +94,10 @@ OPENLLMETRY_REQUEST_TYPE = "llm.request.type"
 """chat | completion | embedding: how older OpenLLMetry releases mark an LLM span."""
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+TRACELOOP_SPAN_KIND = "traceloop.span.kind"
+"""workflow | task | agent | tool: OpenLLMetry's kind of a span made by its decorators."""
+TRACELOOP_KIND_TOOL = "tool"
+TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
 OPENLLMETRY_OPERATION_RETRIEVE = "vector_db_retrieve"
 """`gen_ai.operation.name` of OpenLLMetry's LangChain retriever spans (0.62.4); their
 documents are in `traceloop.entity.output` as `{"documents": [{"page_content": ...}]}`."""
@@ -104,6 +127,11 @@ CONTEXT_SOURCE_GROUNDING = "grounding"
 """`tracefact.grounding(documents)` around the call."""
 CONTEXT_SOURCE_RETRIEVAL = "retrieval"
 """Documents of retriever spans that ended earlier in the same trace."""
+CONTEXT_SOURCE_TOOL = "tool"
+"""Tool results: tool messages in the LLM span's own input (earlier turns included) and
+tool spans that ended earlier in the same trace."""
+CONTEXT_SOURCE_TOOL_RETRIEVAL = "tool+retrieval"
+"""Tool results and retrieved documents of the same trace, together."""
 CONTEXT_SOURCE_TEMPLATE = "prompt_template"
 """A context-like variable (context, documents...) of `llm.prompt_template.variables`."""
 CONTEXT_SOURCE_MAPPING = "mapping"
@@ -114,10 +142,18 @@ CONTEXT_SOURCES = (
     CONTEXT_SOURCE_EXPLICIT,
     CONTEXT_SOURCE_GROUNDING,
     CONTEXT_SOURCE_RETRIEVAL,
+    CONTEXT_SOURCE_TOOL,
+    CONTEXT_SOURCE_TOOL_RETRIEVAL,
     CONTEXT_SOURCE_TEMPLATE,
     CONTEXT_SOURCE_MAPPING,
     CONTEXT_SOURCE_PROMPT,
 )
+CONTEXTS_TOOL_CALLS = "tracefact.contexts.tool_calls"
+"""String array, on a span judged against tool results: the tool calls it was judged
+against, each by its call id, else the tool's name."""
+TRUNCATION_MARKER = "…[truncated {} chars]"
+"""Ends a text tracefact cut to its limit (recorded content, tool results), with the
+number of characters cut."""
 CONTEXTS_COUNT = "tracefact.contexts.count"
 CAPTURE_CONTENT = "tracefact.capture_content"
 """Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
@@ -153,13 +189,23 @@ SKIP_NO_ANSWER = "no_answer"
 SKIP_NO_CONTEXTS = "no_contexts"
 """An answer, but nothing to ground it in (see CONTEXT_SOURCES)."""
 SKIP_NOT_TEXT = "not_text"
-"""The answer is not text: tool calls only, an image, an unknown JSON body."""
+"""The answer is not text: an image, an unknown JSON body."""
+SKIP_TOOL_CALL = "tool_call"
+"""The output is only tool calls (an agent's step): the answer that follows from their
+results is judged, on a later LLM span."""
 SKIP_CAPTURE_OFF = "capture_off"
 """Content capture is off: the span has lengths, hashes or no message content at all."""
 SKIP_NESTED = "nested"
 """An LLM span inside a live LLM span (two instrumentations of one call): the outer one
 is evaluated."""
-SKIP_REASONS = (SKIP_NO_ANSWER, SKIP_NO_CONTEXTS, SKIP_NOT_TEXT, SKIP_CAPTURE_OFF, SKIP_NESTED)
+SKIP_REASONS = (
+    SKIP_NO_ANSWER,
+    SKIP_NO_CONTEXTS,
+    SKIP_NOT_TEXT,
+    SKIP_TOOL_CALL,
+    SKIP_CAPTURE_OFF,
+    SKIP_NESTED,
+)
 
 METRIC_SKIPPED = "tracefact.eval.skipped"
 """Counter of LLM spans with status `skipped`, by `reason` (one of SKIP_REASONS)."""

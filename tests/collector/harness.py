@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-from tests.conventions.fixtures import load
+from tests.conventions.fixtures import FIXTURES, load
 from tests.waiting import eventually
 from tracefact.conventions.otlp import OtlpSpan
 
@@ -176,8 +176,10 @@ def sdk_spans(
     return out
 
 
-def fixture_spans(name: str, trace_id: int | None = None) -> list[ReadableSpan]:
-    return sdk_spans(load(name), trace_id)
+def fixture_spans(
+    name: str, trace_id: int | None = None, directory: Path = FIXTURES
+) -> list[ReadableSpan]:
+    return sdk_spans(load(name, directory), trace_id)
 
 
 def attributes(span: Span) -> dict[str, Any]:

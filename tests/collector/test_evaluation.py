@@ -37,7 +37,8 @@ from tests.collector.harness import (
     fixture_spans,
     running_collector,
 )
-from tests.conventions.fixtures import fixture_names
+from tests.conventions.fixtures import AGENT_FIXTURES, fixture_names
+from tests.fakes.agents import CALL_ID
 from tests.fakes.instrumentors import DOCUMENT
 from tests.fakes.otlp import OTLPReceiver, grpc_otlp_receiver, otlp_receiver
 from tracefact import semconv
@@ -170,6 +171,93 @@ def test_retriever_spans_of_each_convention_ground_a_separate_request(
     assert values[semconv.CONTEXTS_SOURCE] == "retrieval"
     assert DOCUMENT in " ".join(values[semconv.CONTEXTS])
     assert values[LABEL] == "factual"
+
+
+AGENT_RUNS = fixture_names(AGENT_FIXTURES)
+
+
+@pytest.mark.parametrize("name", AGENT_RUNS)
+def test_an_agent_trace_is_judged_on_its_tool_result(setup: Setup, name: str) -> None:
+    """Tool spans sent after the LLM spans (within the window) still count.
+
+    The step that only asks for the tool is skipped; the agent's own span is not judged.
+    """
+    trace_id = next(_trace_ids)
+    spans = fixture_spans(name, trace_id, AGENT_FIXTURES)
+    tools = [s for s in spans if span_role(s.attributes or {}) == "tool"]
+    setup.send([s for s in spans if s not in tools])
+    setup.send(tools)
+    received = setup.received(trace_id, len(spans))
+    by_status = {
+        values[semconv.EVAL_STATUS]: values
+        for values in map(attributes, received)
+        if span_role(values) == "llm"
+    }
+    step, final = by_status["skipped"], by_status["ok"]
+    assert final[semconv.EVAL_STATUS] == "ok", final
+    assert final[semconv.CONTEXTS_SOURCE] == semconv.CONTEXT_SOURCE_TOOL
+    assert final[semconv.CONTEXTS] == (DOCUMENT,)
+    assert final[semconv.CONTEXTS_TOOL_CALLS] == (CALL_ID,)
+    assert final[LABEL] == ("hallucinated" if "-invented-" in name else "factual")
+    assert step[semconv.EVAL_SKIP_REASON] == semconv.SKIP_TOOL_CALL
+    for span in received:
+        if span_role(attributes(span)) != "llm":
+            assert not any(key.startswith("tracefact.") for key in attributes(span))
+
+
+def tool_and_llm_spans(trace_id: int, tool_ends: int) -> tuple[list[ReadableSpan], ...]:
+    """A GenAI `execute_tool` span, and an LLM span whose prompt has no tool message.
+
+    The LLM span ends at 10; the tool span at `tool_ends`.
+    """
+    from opentelemetry.sdk.trace import ReadableSpan as Readable
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from tests.collector.harness import RESOURCE, SCOPE
+
+    def span(span_id: int, name: str, values: dict[str, Any], end: int) -> ReadableSpan:
+        return Readable(
+            name=name,
+            context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
+            parent=SpanContext(trace_id, 0xA9, False, TraceFlags(1)),
+            resource=RESOURCE,
+            attributes=values,
+            start_time=end - 1,
+            end_time=end,
+            instrumentation_scope=SCOPE,
+        )
+
+    tool = {
+        semconv.GEN_AI_OPERATION_NAME: "execute_tool",
+        semconv.GEN_AI_TOOL_NAME: "landmark_facts",
+        semconv.GEN_AI_TOOL_CALL_ID: "call_1",
+        semconv.GEN_AI_TOOL_CALL_RESULT: DOCUMENT,
+    }
+    llm = {
+        semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+        semconv.INPUT_VALUE: "How tall is the Eiffel Tower?",
+        semconv.OUTPUT_VALUE: "The Eiffel Tower is 330 metres tall.",
+    }
+    return [span(0x70, "execute_tool landmark_facts", tool, tool_ends)], [
+        span(0x11, "chat", llm, 10)
+    ]
+
+
+@pytest.mark.parametrize("tool_ends", [5, 15], ids=["before", "after"])
+def test_a_tool_span_grounds_the_llm_spans_that_ended_after_it(
+    setup: Setup, tool_ends: int
+) -> None:
+    trace_id = next(_trace_ids)
+    tool, llm = tool_and_llm_spans(trace_id, tool_ends)
+    setup.send(llm)
+    setup.send(tool)
+    [span] = [s for s in setup.received(trace_id, 2) if span_role(attributes(s)) == "llm"]
+    values = attributes(span)
+    if tool_ends == 5:
+        assert values[semconv.CONTEXTS_SOURCE] == semconv.CONTEXT_SOURCE_TOOL, values
+        assert values[semconv.CONTEXTS_TOOL_CALLS] == ("call_1",)
+    else:
+        assert values[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS, values
 
 
 def _kv(key: str, value: AnyValue) -> KeyValue:

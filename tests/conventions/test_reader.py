@@ -228,7 +228,7 @@ def test_skip_reasons() -> None:
             [{"role": "assistant", "parts": [{"type": "tool_call", "name": "f"}]}]
         )
     }
-    assert read_case(tool_call).skip_reason == semconv.SKIP_NOT_TEXT
+    assert read_case(tool_call).skip_reason == semconv.SKIP_TOOL_CALL
     marked = {semconv.OUTPUT_NOT_TEXT: "coroutine", semconv.CONTEXTS: ("c",)}
     assert read_case(marked).skip_reason == semconv.SKIP_NOT_TEXT
     body = {semconv.OUTPUT_VALUE: '{"unknown": 1}', semconv.OUTPUT_MIME_TYPE: "application/json"}

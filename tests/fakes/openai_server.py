@@ -1,9 +1,10 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 with canned replies, for judge tests.
 
-Tests queue `Canned` replies (status, content, delay, headers); each POST to
+Tests queue `Canned` replies (status, content or tool calls, delay, headers); each POST to
 /v1/chat/completions takes the next one (the last repeats), or, when a `responder`
-is set, whatever it returns for the request (for concurrent callers). A request with
-``"stream": true`` gets the reply as server-sent chunks. Request bodies
+is set, whatever it returns for the request (for concurrent callers and agents, whose next
+reply depends on the tool results they send). A request with ``"stream": true`` gets the
+reply as server-sent chunks, tool calls streamed as OpenAI streams them. Request bodies
 are kept for inspection. litellm talks to it as model ``openai/fake``.
 """
 
@@ -22,14 +23,32 @@ API_KEY = "sk-test"
 PATH = "/v1/chat/completions"
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """A function call the model asks for; `arguments` is the JSON text OpenAI sends."""
+
+    name: str
+    arguments: str = "{}"
+    id: str = "call_1"
+
+    def as_openai(self) -> dict[str, Any]:
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": "function", "function": function}
+
+
 @dataclass
 class Canned:
-    """One reply: a chat completion with `content`, or an error `status` with a JSON body."""
+    """One reply: a chat completion with `content` or `tool_calls`, or an error `status`.
+
+    An error's `content` is its message, in a JSON error body.
+    """
 
     content: str = '{"verdict": "factual", "reasons": ["supported"]}'
     status: int = 200
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
+    """When set, the reply asks for these calls and has no content."""
 
 
 class FakeOpenAI:
@@ -64,10 +83,10 @@ class FakeOpenAI:
         model = request.body.get("model", "fake")
         if canned.status == 200 and request.body.get("stream"):
             usage = (request.body.get("stream_options") or {}).get("include_usage", False)
-            body = _stream(canned.content, model, usage)
+            body = _stream(canned, model, usage)
             return Scripted(200, body, canned.headers, canned.delay)
         if canned.status == 200:
-            payload = _completion(canned.content, model)
+            payload = _completion(canned, model)
         else:
             payload = {"error": {"message": canned.content, "type": "fake", "code": None}}
         return Scripted(canned.status, payload, canned.headers, canned.delay)
@@ -77,7 +96,14 @@ class FakeOpenAI:
         return messages
 
 
-def _completion(content: str, model: str) -> dict[str, Any]:
+def _completion(canned: Canned, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": canned.content}
+    if canned.tool_calls:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call.as_openai() for call in canned.tool_calls],
+        }
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -86,27 +112,48 @@ def _completion(content: str, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": "tool_calls" if canned.tool_calls else "stop",
             }
         ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135},
     }
 
 
-def _stream(content: str, model: str, with_usage: bool) -> bytes:
-    """The completion as server-sent chunks of a few words each, as OpenAI streams it."""
-    words = content.split(" ")
+def _pieces(text: str) -> list[str]:
+    """A text in pieces of a few words each, as OpenAI streams it."""
+    words = text.split(" ")
     pieces = [" ".join(words[i : i + 3]) + " " for i in range(0, len(words), 3)]
     pieces[-1] = pieces[-1][:-1]
+    return pieces
+
+
+def _stream(canned: Canned, model: str, with_usage: bool) -> bytes:
+    """The completion as server-sent chunks, as OpenAI streams it.
+
+    Text a few words at a time; each tool call's id and name first, then its arguments in
+    pieces.
+    """
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model}
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    deltas += [{"content": piece} for piece in pieces]
+    if canned.tool_calls:
+        deltas[0]["content"] = None
+        for index, call in enumerate(canned.tool_calls):
+            head = {"index": index, "id": call.id, "type": "function"}
+            head["function"] = {"name": call.name, "arguments": ""}
+            deltas.append({"tool_calls": [head]})
+            deltas += [
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                for piece in _pieces(call.arguments)
+            ]
+    else:
+        deltas += [{"content": piece} for piece in _pieces(canned.content)]
     chunks = [
         {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         for delta in deltas
     ]
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    finish = "tool_calls" if canned.tool_calls else "stop"
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if with_usage:
         usage = {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135}
         chunks.append({**base, "choices": [], "usage": usage})

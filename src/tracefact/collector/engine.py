@@ -10,7 +10,7 @@ pipeline has room before taking more from a durable queue.
 For each request taken from the `RequestQueue`:
 - spans that are not LLM spans go to the forwarder at once, exactly as received (under
   their original resource and scope); a retriever span of any convention also leaves its
-  documents in the store, for LLM spans of its trace;
+  documents in the store, and a tool span its result, for LLM spans of its trace;
 - LLM spans already evaluated (they carry `tracefact.eval.status`: an SDK upstream of
   the collector did it) pass through untouched;
 - other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
@@ -58,7 +58,7 @@ from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.queue import Entry, RequestQueue
 from tracefact.collector.writeback import Held, Tracker, WriteBack, done_callback
-from tracefact.conventions import span_role
+from tracefact.conventions import Role, span_role
 from tracefact.conventions.roles import ROLE_KEYS
 from tracefact.pipeline import Pipeline
 from tracefact.pipeline.verdict import nested, unevaluated
@@ -212,8 +212,8 @@ class Engine:
                     role = self._role(span)
                     if role is None:
                         continue
-                    if role == "retriever":
-                        self._remember(span)
+                    if role != "llm":  # a retriever or a tool: evidence for LLM spans
+                        self._remember(span, role)
                         continue
                     if expired is not None:  # forwarded with the rest, plus its status
                         spans.write(span, _EXPIRED[expired])
@@ -259,8 +259,8 @@ class Engine:
     def _tracker(self, entry: Entry) -> Tracker:
         return Tracker(entry.id, self.queue.ack, self._keep if self.queue.durable else None)
 
-    def _role(self, span: Span) -> str | None:
-        """The span's role if the pipeline takes it (llm, retriever); None passes it through.
+    def _role(self, span: Span) -> Role | None:
+        """The span's role if the pipeline takes it (llm, retriever, tool); None passes it on.
 
         A span already evaluated upstream (it has a status) passes through untouched.
         """
@@ -276,7 +276,7 @@ class Engine:
             if not span.parent_span_id:
                 self._root_arrived(span)
             return None
-        if role == "retriever" and not span.parent_span_id:
+        if role != "llm" and not span.parent_span_id:
             self._root_arrived(span)
         return role
 
@@ -292,11 +292,13 @@ class Engine:
     def _forget_later(self, trace_id: int, when: float) -> None:
         self._forgets.append((when, trace_id))
 
-    def _remember(self, span: Span) -> None:
+    def _remember(self, span: Span, role: Role) -> None:
         assert self.pipeline is not None
         events = [(e.name, spans.attributes(e.attributes)) for e in span.events]
         trace_id = int.from_bytes(span.trace_id, "big")
-        self.pipeline.reader.remember(trace_id, spans.attributes(span.attributes), events)
+        attributes = spans.attributes(span.attributes)
+        ended = span.end_time_unix_nano or None
+        self.pipeline.reader.remember(trace_id, role, attributes, events, ended)
 
     def _forward_rest(
         self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker

@@ -91,6 +91,7 @@ def record_of(span: Span, resource: Mapping[str, Any]) -> Record:
         attributes(span.attributes),
         [(e.name, attributes(e.attributes)) for e in span.events],
         resource,
+        span.end_time_unix_nano or None,
     )
 
 

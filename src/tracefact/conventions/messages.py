@@ -3,6 +3,10 @@
 Each reader returns a `Conversation` (or None when its convention is absent), tried in
 order: OpenInference's flattened messages, GenAI's JSON messages, OpenLLMetry's older
 indexed attributes, span events, then `input.value` / `output.value` decoded by type.
+Besides text, a message carries the tool calls it makes and the tool results it holds
+(`tools.ToolResult`): tool messages (OpenInference, OpenAI, LangChain), GenAI
+`tool_call_response` parts, Anthropic `tool_result` blocks, Gemini `function_response`
+parts.
 """
 
 from __future__ import annotations
@@ -13,13 +17,26 @@ from typing import Any
 
 from tracefact import semconv
 from tracefact.conventions._json import loads, text_of
+from tracefact.conventions.tools import ToolResult, evidence_text
 
 MAX_MESSAGES = 1000
 _USER = frozenset({"user", "human"})
 _ASSISTANT = frozenset({"assistant", "ai", "model"})
 _NOT_EVIDENCE = _ASSISTANT | {"function"}
+_TOOL = "tool"
+_TOOL_CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
+_GEMINI_CALLS = ("function_call", "functionCall")
+_GEMINI_RESPONSES = ("function_response", "functionResponse")
 
 Event = tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call a message makes: its id and its tool's name, where recorded."""
+
+    id: str | None
+    name: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +44,10 @@ class Message:
     role: str
     text: str | None
     """None when the message carries no text (tool calls, images)."""
+    calls: tuple[Call, ...] = ()
+    """The tool calls it makes (an assistant asking for tools)."""
+    results: tuple[ToolResult, ...] = ()
+    """The tool results it holds that are evidence."""
 
 
 @dataclass(slots=True)
@@ -49,6 +70,19 @@ class Conversation:
     def answer_text(self) -> str | None:
         texts = [m.text for m in self.answer if m.text]
         return "\n".join(texts) if texts else None
+
+    def answer_calls(self) -> bool:
+        """Whether the answer asks for tool calls."""
+        return any(m.calls for m in self.answer)
+
+    def tool_results(self) -> list[ToolResult]:
+        """The prompt's tool results (earlier turns included), named after their calls."""
+        names = {c.id: c.name for m in self.prompt for c in m.calls if c.id and c.name}
+        return [
+            r if r.name is not None else r._replace(name=names.get(r.call_id or ""))
+            for m in self.prompt
+            for r in m.results
+        ]
 
     def prompt_evidence(self) -> list[str]:
         """Texts of the prompt other than the question.
@@ -88,8 +122,43 @@ def _openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[
                 if isinstance(part, str):
                     parts.append(part)
             text = "\n".join(parts) if parts else None
-        messages.append(Message(str(role or ""), text))
+        role = str(role or "")
+        results: tuple[ToolResult, ...] = ()
+        if role == _TOOL:
+            results = _result(
+                content if content is not None else text,
+                attributes.get(base + "tool_call_id"),
+                attributes.get(base + "name"),
+            )
+        calls = _indexed_calls(
+            attributes, f"{base}tool_calls.", "tool_call.id", "tool_call.function.name"
+        )
+        messages.append(Message(role, text, calls, results))
     return messages
+
+
+def _indexed_calls(
+    attributes: Mapping[str, Any], prefix: str, id_key: str, name_key: str
+) -> tuple[Call, ...]:
+    """Tool calls flattened as `{prefix}{j}.{id_key}` / `{prefix}{j}.{name_key}`."""
+    calls = []
+    for j in range(MAX_MESSAGES):
+        call_id = attributes.get(f"{prefix}{j}.{id_key}")
+        name = attributes.get(f"{prefix}{j}.{name_key}")
+        if call_id is None and name is None:
+            break
+        calls.append(Call(_str(call_id), _str(name)))
+    return tuple(calls)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _result(value: Any, call_id: Any, name: Any, error: bool = False) -> tuple[ToolResult, ...]:
+    """A tool result found in a message, if it is evidence."""
+    text = evidence_text(value, error=error)
+    return () if text is None else (ToolResult(text, _str(call_id), _str(name)),)
 
 
 def openinference(attributes: Mapping[str, Any]) -> Conversation | None:
@@ -105,12 +174,71 @@ def _genai_messages(value: Any) -> list[Message]:
     decoded = loads(value)
     if not isinstance(decoded, list):
         return []
-    messages = []
-    for item in decoded[:MAX_MESSAGES]:
-        if isinstance(item, dict):
-            content = item.get("parts", item.get("content"))
-            messages.append(Message(str(item.get("role", "")), text_of(content)))
-    return messages
+    return [json_message(item) for item in decoded[:MAX_MESSAGES] if isinstance(item, dict)]
+
+
+def json_message(item: Mapping[str, Any]) -> Message:
+    """One message of a JSON conversation, in whichever format wrote it.
+
+    GenAI (`parts`), OpenAI chat (`content`, `tool_calls`, `role: "tool"`), Anthropic
+    (`tool_use` / `tool_result` blocks), Gemini (`function_call` / `function_response`
+    parts) and LangChain's serialised messages (`kwargs`).
+    """
+    kind = item.get("type")
+    if kind == "function_call_output":  # an OpenAI Responses API item: a tool's result
+        return Message(_TOOL, None, (), _result(item.get("output"), item.get("call_id"), None))
+    if kind == "function_call":  # a Responses API item: a tool call
+        call = Call(_str(item.get("call_id")), _str(item.get("name")))
+        return Message("assistant", None, (call,))
+    kwargs = item.get("kwargs")
+    fields: Mapping[str, Any] = kwargs if isinstance(kwargs, dict) else item
+    role = str(item.get("role") or (fields.get("type") if fields is kwargs else "") or "")
+    # No parts nor content: the item itself may say its text (`{"role": ..., "text": ...}`).
+    content = item.get("parts", fields.get("content", item if fields is item else None))
+    parts = content if isinstance(content, list) else []
+    calls = [_call(part) for part in parts[:MAX_MESSAGES] if isinstance(part, dict)]
+    listed = fields.get("tool_calls")
+    if isinstance(listed, list):
+        calls += [_call(call) for call in listed[:MAX_MESSAGES] if isinstance(call, dict)]
+    results: tuple[ToolResult, ...] = ()
+    for part in parts[:MAX_MESSAGES]:
+        if isinstance(part, dict):
+            results += _part_result(part)
+    if role == _TOOL and not results:
+        error = fields.get("status") == "error"
+        result = fields.get("content")
+        results = _result(result, fields.get("tool_call_id"), fields.get("name"), error)
+    return Message(role, text_of(content), tuple(c for c in calls if c is not None), results)
+
+
+def _call(part: Mapping[str, Any]) -> Call | None:
+    """A tool call in a message part or a `tool_calls` entry, else None."""
+    for key in _GEMINI_CALLS:
+        gemini = part.get(key)
+        if isinstance(gemini, dict):
+            return Call(_str(gemini.get("id")), _str(gemini.get("name")))
+    kind = part.get("type")
+    function = part.get("function")
+    if kind in _TOOL_CALL_PARTS or isinstance(function, dict):
+        name = function.get("name") if isinstance(function, dict) else part.get("name")
+        return Call(_str(part.get("id")), _str(name))
+    return None
+
+
+def _part_result(part: Mapping[str, Any]) -> tuple[ToolResult, ...]:
+    """The tool result in one message part: GenAI, Anthropic or Gemini."""
+    kind = part.get("type")
+    if kind == "tool_call_response":  # GenAI; pydantic-ai writes `result`
+        response = part.get("response", part.get("result"))
+        return _result(response, part.get("id"), part.get("name"))
+    if kind == "tool_result":  # Anthropic
+        error = part.get("is_error") is True
+        return _result(part.get("content"), part.get("tool_use_id"), None, error)
+    for key in _GEMINI_RESPONSES:
+        gemini = part.get(key)
+        if isinstance(gemini, dict):
+            return _result(gemini.get("response"), gemini.get("id"), gemini.get("name"))
+    return ()
 
 
 def genai(attributes: Mapping[str, Any]) -> Conversation | None:
@@ -134,7 +262,12 @@ def _indexed_messages(attributes: Mapping[str, Any], prefix: str) -> list[Messag
             break
         decoded = loads(content)
         text = text_of(decoded) if isinstance(decoded, list) else text_of(content)
-        messages.append(Message(str(role or ""), text))
+        role = str(role or "")
+        results: tuple[ToolResult, ...] = ()
+        if role == _TOOL:
+            results = _result(content, attributes.get(f"{prefix}.{i}.tool_call_id"), None)
+        calls = _indexed_calls(attributes, f"{prefix}.{i}.tool_calls.", "id", "name")
+        messages.append(Message(role, text, calls, results))
     return messages
 
 
@@ -181,8 +314,8 @@ def values(attributes: Mapping[str, Any]) -> Conversation | None:
         value = attributes.get(key)
         if value is not None:
             found = True
-            text = _decode_output(value, attributes.get(mime_key) if mime_key else None)
-            conversation.answer = [Message("assistant", text)]
+            message = _decode_output(value, attributes.get(mime_key) if mime_key else None)
+            conversation.answer = [message]
             break
     return conversation if found else None
 
@@ -212,45 +345,63 @@ def _decode_input(value: Any, mime: Any) -> tuple[list[Message], str | None]:
         return [], decoded
     if not isinstance(decoded, list):
         return [], None
-    messages = []
-    for item in decoded[:MAX_MESSAGES]:
-        if isinstance(item, dict):
-            role = item.get("role") or _langchain_role(item)
-            messages.append(Message(str(role or ""), text_of(item.get("content", item))))
-    return messages, None
+    return [json_message(item) for item in decoded[:MAX_MESSAGES] if isinstance(item, dict)], None
 
 
-def _langchain_role(item: Mapping[str, Any]) -> str | None:
-    kwargs = item.get("kwargs")
-    return kwargs.get("type") if isinstance(kwargs, dict) else None
-
-
-def _decode_output(value: Any, mime: Any) -> str | None:
-    """The answer's text; an OpenAI or LangChain response body yields the assistant's text."""
+def _decode_output(value: Any, mime: Any) -> Message:
+    """The answer: an OpenAI or LangChain response body yields the assistant's message."""
     if not isinstance(value, str):
-        return None
+        return Message("assistant", None)
     if not _is_json(value, mime):
-        return value
+        return Message("assistant", value)
     decoded = loads(value)
     if isinstance(decoded, str):
-        return decoded
+        return Message("assistant", decoded)
+    if isinstance(decoded, list) or (
+        isinstance(decoded, dict) and decoded.get("object") == "response"
+    ):
+        return _output_items(decoded)
     if not isinstance(decoded, dict):
-        return None
+        return Message("assistant", None)
     choices = decoded.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         choice = choices[0]
         message = choice.get("message") or choice.get("delta")
         if isinstance(message, dict):
-            return text_of(message.get("content"))
-        return text_of(choice.get("text"))
+            return json_message({**message, "role": "assistant"})
+        return Message("assistant", text_of(choice.get("text")))
     generations = decoded.get("generations")
     if isinstance(generations, list) and generations and isinstance(generations[0], list):
         first = generations[0][0] if generations[0] else None
-        return text_of(first.get("text")) if isinstance(first, dict) else None
+        if not isinstance(first, dict):
+            return Message("assistant", None)
+        message = first.get("message")
+        calls = json_message(message).calls if isinstance(message, dict) else ()
+        return Message("assistant", text_of(first.get("text")) or None, calls)
     for key in ("output", "outputs", "content", "text", "answer"):
         if key in decoded:
-            return text_of(decoded[key])
-    return None
+            return Message("assistant", text_of(decoded[key]))
+    return Message("assistant", None)
+
+
+def _output_items(value: Any, depth: int = 0) -> Message:
+    """A list of output messages (chat messages, Responses API items or responses) as one.
+
+    As the OpenAI Agents SDK records its model's output.
+    """
+    items = value.get("output") if isinstance(value, dict) else value
+    texts: list[str] = []
+    calls: list[Call] = []
+    for item in items[:MAX_MESSAGES] if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("object") == "response" and depth < 1:
+            message = _output_items(item, depth + 1)
+        else:
+            message = json_message({**item, "role": "assistant"})
+        texts += [message.text] if message.text else []
+        calls += message.calls
+    return Message("assistant", "\n".join(texts) if texts else None, tuple(calls))
 
 
 READERS: tuple[Callable[[Mapping[str, Any]], Conversation | None], ...] = (
@@ -272,7 +423,9 @@ def conversation(
     found = [c for c in candidates if c is not None]
     if not found:
         return None
-    chosen = next((c for c in found if c.answer_text() is not None), found[0])
+    chosen = next((c for c in found if c.answer_text() is not None), None)
+    if chosen is None:  # no text: the one that says it asked for tools, else the first
+        chosen = next((c for c in found if c.answer_calls()), found[0])
     if chosen.user_question() is None:
         chosen.question = next((q for c in found if (q := c.user_question())), None)
     if not chosen.prompt:

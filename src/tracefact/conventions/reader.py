@@ -2,9 +2,10 @@
 
 Contexts are taken from the first of these that has any (the span records which in
 `tracefact.contexts.source`): `tracefact.contexts` (set explicitly or by
-`tracefact.grounding`), documents of earlier retriever spans of the trace (passed in
-as `retrieved`), context-like prompt template variables, the user's mapping, and, only
-when enabled, the prompt's own non-question messages.
+`tracefact.grounding`), the trace's evidence (documents of earlier retriever spans, passed
+in as `retrieved`, and tool results: the prompt's tool messages and earlier tool spans of
+the trace, passed in as `tools`; used together), context-like prompt template variables,
+the user's mapping, and, only when enabled, the prompt's own non-question messages.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tracefact import semconv
 from tracefact.conventions._json import loads, text_of
 from tracefact.conventions.mapping import MappingFunction, apply_mapping
 from tracefact.conventions.messages import Event, conversation
+from tracefact.conventions.tools import ToolResult, judged_results
 from tracefact.evaluators.base import EvalCase
 
 logger = logging.getLogger("tracefact")
@@ -35,6 +37,8 @@ class ReadOptions:
 
     mapping: MappingFunction | None = None
     contexts_from_prompt: bool = False
+    exclude_tools: frozenset[str] = frozenset()
+    """Tools (by name) whose results are not evidence (one that echoes its input)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,8 @@ class Reading:
     skip_reason: str | None = None
     nested_in: str | None = None
     """With skip reason `nested`: the enclosing LLM span's id (16 hex digits)."""
+    tool_calls: tuple[str, ...] = ()
+    """The tool calls whose results are among the contexts (ids, else tool names)."""
 
     def skip_attributes(self) -> dict[str, str]:
         """What a skipped span records about why."""
@@ -60,16 +66,19 @@ def read_case(
     events: Sequence[Event] = (),
     *,
     retrieved: Sequence[str] = (),
+    tools: Sequence[ToolResult] = (),
     grounding: Sequence[str] = (),
+    ended: int | None = None,
     options: ReadOptions = ReadOptions(),
 ) -> Reading:
     """Never raises: whatever the span holds, the result is a case or a skip reason.
 
-    grounding: documents of a `tracefact.grounding` block not yet on the span (for spans
-    recognised as LLM spans only as they end).
+    tools: results of the trace's tool spans; those that ended after `ended` (the span's
+    end, unix nanoseconds) are left out. grounding: documents of a `tracefact.grounding`
+    block not yet on the span (for spans recognised as LLM spans only as they end).
     """
     try:
-        return _read(attributes, events, retrieved, grounding, options)
+        return _read(attributes, events, retrieved, tools, grounding, ended, options)
     except Exception:  # a reader bug must cost one evaluation, not the worker
         logger.exception("tracefact: could not read the span")
         return Reading(None, skip_reason=semconv.SKIP_NOT_TEXT)
@@ -79,7 +88,9 @@ def _read(
     attributes: Mapping[str, Any],
     events: Sequence[Event],
     retrieved: Sequence[str],
+    tools: Sequence[ToolResult],
     grounding: Sequence[str],
+    ended: int | None,
     options: ReadOptions,
 ) -> Reading:
     found = conversation(attributes, events)
@@ -99,6 +110,8 @@ def _read(
     if answer == REDACTED or (answer is None and _capture_off(attributes, found is None)):
         return Reading(None, skip_reason=semconv.SKIP_CAPTURE_OFF)
     if answer is None:
+        if found is not None and found.answer_calls():
+            return Reading(None, skip_reason=semconv.SKIP_TOOL_CALL)
         not_text = found is not None and bool(found.answer)
         return Reading(
             None, skip_reason=semconv.SKIP_NOT_TEXT if not_text else semconv.SKIP_NO_ANSWER
@@ -117,8 +130,14 @@ def _read(
         return Reading(None, skip_reason=semconv.SKIP_CAPTURE_OFF)
     if not contexts and grounding:
         contexts, source = list(grounding), semconv.CONTEXT_SOURCE_GROUNDING
-    if not contexts and retrieved:
-        contexts, source = list(retrieved), semconv.CONTEXT_SOURCE_RETRIEVAL
+    tool_calls: tuple[str, ...] = ()
+    if not contexts:
+        results = judged_results(
+            found.tool_results() if found is not None else (), tools, ended, options.exclude_tools
+        )
+        contexts = [*retrieved, *(result.text for result in results)]
+        source = _EVIDENCE_SOURCES[bool(retrieved), bool(results)]
+        tool_calls = tuple(result.call for result in results)
     if not contexts:
         texts = _variable_texts(variables, _CONTEXT_VARIABLES)
         contexts, source = texts, semconv.CONTEXT_SOURCE_TEMPLATE
@@ -128,7 +147,17 @@ def _read(
         contexts, source = found.prompt_evidence(), semconv.CONTEXT_SOURCE_PROMPT
     if not contexts:
         return Reading(None, skip_reason=semconv.SKIP_NO_CONTEXTS)
-    return Reading(EvalCase(input=question, contexts=contexts, output=answer), source)
+    case = EvalCase(input=question, contexts=contexts, output=answer)
+    return Reading(case, source, tool_calls=tool_calls)
+
+
+_EVIDENCE_SOURCES: dict[tuple[bool, bool], str | None] = {
+    (True, False): semconv.CONTEXT_SOURCE_RETRIEVAL,
+    (False, True): semconv.CONTEXT_SOURCE_TOOL,
+    (True, True): semconv.CONTEXT_SOURCE_TOOL_RETRIEVAL,
+    (False, False): None,
+}
+"""The source of a trace's evidence, by (retrieved documents, tool results) found."""
 
 
 def _capture_off(attributes: Mapping[str, Any], no_content: bool) -> bool:

@@ -5,7 +5,7 @@ of evaluation.
 """
 
 from tracefact.instrument.capture import CaptureOptions, set_capture_options
-from tracefact.instrument.decorators import chain, llm, retriever
+from tracefact.instrument.decorators import chain, llm, retriever, tool
 from tracefact.instrument.spans import SpanRecorder, span
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "retriever",
     "set_capture_options",
     "span",
+    "tool",
 ]

@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracefact.scrubbing import current_scrubber, valid_utf8
+from tracefact.semconv import TRUNCATION_MARKER
 
 Redactor = Callable[[str], str]
 
 REDACTED = "[REDACTED]"
-TRUNCATION_MARKER = "…[truncated {} chars]"
 _MAX_ITEMS = 1000
 _MAX_DEPTH = 20
 

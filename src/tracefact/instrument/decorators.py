@@ -1,4 +1,4 @@
-"""`@tracefact.llm`, `@tracefact.retriever` and `@tracefact.chain`.
+"""`@tracefact.llm`, `@tracefact.retriever`, `@tracefact.tool` and `@tracefact.chain`.
 
 One wrapper per call style (function, coroutine, generator, async generator), all
 driving the shared `SpanRecorder`. Argument capture is planned once, at decoration
@@ -98,8 +98,8 @@ def _plan(
             raise ValueError(f"{func.__qualname__} has no parameter {override!r} for {what}=")
     input_name = input or next((n for n in _INPUT_NAMES if n in names), None)
     contexts_name = contexts or next((n for n in _CONTEXT_NAMES if n in names), None)
-    if kind == "retriever":
-        contexts_name = None  # a retriever's documents are its output
+    if kind in ("retriever", "tool"):
+        contexts_name = None  # what they return is the evidence, not what they are given
     positional = tuple(
         p.name for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     )
@@ -343,3 +343,5 @@ class SpanDecorator:
 llm = SpanDecorator("llm")
 retriever = SpanDecorator("retriever")
 chain = SpanDecorator("chain")
+tool = SpanDecorator("tool")
+"""A tool an agent calls: its result is evidence for later LLM spans of the trace."""

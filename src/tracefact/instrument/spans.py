@@ -31,11 +31,12 @@ from tracefact.instrument.documents import to_documents
 
 logger = logging.getLogger("tracefact")
 
-Kind = Literal["llm", "retriever", "chain"]
+Kind = Literal["llm", "retriever", "chain", "tool"]
 _OPENINFERENCE_KIND: dict[str, str] = {
     "llm": semconv.KIND_LLM,
     "retriever": semconv.KIND_RETRIEVER,
     "chain": semconv.KIND_CHAIN,
+    "tool": semconv.KIND_TOOL,
 }
 UNSET: Any = object()
 """Marks an argument that was not given (None is a value worth recording)."""
@@ -306,6 +307,10 @@ def start_span(
             attributes[semconv.CAPTURE_CONTENT] = False  # the reader skips: capture_off
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
+    elif kind == "tool":  # its output is evidence for later LLM spans of the trace
+        attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_EXECUTE_TOOL
+        attributes[semconv.GEN_AI_TOOL_NAME] = name
+        attributes[semconv.TOOL_NAME] = name
     scrubbed: list[str] = []
     try:
         if input is not UNSET:

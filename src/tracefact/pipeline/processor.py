@@ -13,7 +13,8 @@ The processor decides what only it can see, once each:
   verdict written on the open span, an admitted span's decision kept until it ends;
 - a status already on the span as it ends (written while it was open, or by an
   upstream): it goes on as it is;
-- forgetting a trace's documents when its local root ends.
+- remembering what retriever and tool spans return, for later LLM spans of their trace;
+- forgetting a trace's evidence when its local root ends.
 Everything else is the `Pipeline`'s; its verdicts come back to `_apply`, which exports
 the span, a copy of it with the verdict, or a carrier span (`spans.py`).
 """
@@ -181,9 +182,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
         role = None if attributes.keys().isdisjoint(ROLE_KEYS) else span_role(attributes)
         context = span.context
         if role != "llm" or context is None:
-            if role == "retriever" and context is not None:
+            if role is not None and context is not None:  # a retriever or a tool
                 events = [(e.name, e.attributes or {}) for e in span.events]
-                self.reader.remember(context.trace_id, attributes, events)
+                self.reader.remember(context.trace_id, role, attributes, events, span.end_time)
             if self._stored_traces:
                 self._forget_at_root(span)
             self.downstream.on_end(span)

@@ -1,8 +1,9 @@
-"""`SpanReader`: the pipeline's use of the conventions, and the documents a trace retrieved.
+"""`SpanReader`: the pipeline's use of the conventions, and the evidence a trace gathered.
 
-Hosts hand it what they see: a retriever span's documents (`remember`), a trace to
-`forget` (each host knows when its trace is over), and an LLM span's record to `read`
-into the case to judge, with the documents retrieved before it in its trace.
+Hosts hand it what they see: a retriever span's documents and a tool span's result
+(`remember`), a trace to `forget` (each host knows when its trace is over), and an LLM
+span's record to `read` into the case to judge, with the documents retrieved and the
+tool results returned before it in its trace.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracefact.conventions import DocumentStore, Reading, ReadOptions, read_case
+from tracefact.conventions import DocumentStore, Reading, ReadOptions, Role, read_case
 from tracefact.conventions import retrieved_documents as documents_of
 from tracefact.conventions.messages import Event
+from tracefact.conventions.tools import entry, split_entries, tool_span_result
 from tracefact.pipeline.verdict import SpanRecord
 
 
@@ -26,15 +28,29 @@ class SpanReader:
         self.store = store if store is not None else DocumentStore()
 
     def remember(
-        self, trace_id: int, attributes: Mapping[str, Any], events: Sequence[Event]
+        self,
+        trace_id: int,
+        role: Role,
+        attributes: Mapping[str, Any],
+        events: Sequence[Event],
+        ended: int | None = None,
     ) -> None:
-        """Keep a retriever span's documents (of any convention) for its trace's LLM spans."""
-        documents = documents_of(attributes, events)
-        if documents:
-            self.store.add(trace_id, documents)
+        """Keep a retriever span's documents or a tool span's result for its trace's LLM spans.
+
+        ended: when the tool span ended (unix nanoseconds): LLM spans that ended before it
+        are not judged against its result.
+        """
+        if role == "retriever":
+            documents = documents_of(attributes, events)
+            if documents:
+                self.store.add(trace_id, documents)
+        elif role == "tool":
+            result = tool_span_result(attributes, events, ended)
+            if result is not None:
+                self.store.add(trace_id, [entry(result)])
 
     def forget(self, trace_id: int) -> None:
-        """The trace is over: its documents go."""
+        """The trace is over: its evidence goes."""
         self.store.forget(trace_id)
 
     def read(self, record: SpanRecord, grounding: Sequence[str] = ()) -> Reading:
@@ -42,10 +58,13 @@ class SpanReader:
 
         grounding: documents of a `tracefact.grounding` block not yet on the span.
         """
+        documents, tools = split_entries(self.store.documents(record.trace_id))
         return read_case(
             record.attributes,
             record.events,
-            retrieved=self.store.documents(record.trace_id),
+            retrieved=documents,
+            tools=tools,
             grounding=grounding,
+            ended=record.end_time,
             options=self.options,
         )

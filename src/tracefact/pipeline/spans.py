@@ -84,6 +84,10 @@ class SdkRecord:
         resource = self._span.resource
         return resource.attributes if resource is not None else NOTHING
 
+    @property
+    def end_time(self) -> int | None:
+        return self._span.end_time
+
     def _context(self) -> SpanContext:
         context: SpanContext | None = self._span.context
         assert context is not None, "an ended SDK span always has a context"

@@ -45,6 +45,10 @@ class SpanRecord(Protocol):
     def events(self) -> Sequence[Event]: ...
     @property
     def resource(self) -> Mapping[str, Any]: ...
+    @property
+    def end_time(self) -> int | None:
+        """When the span ended (unix nanoseconds), where known."""
+        ...
 
 
 # Records and verdicts are named tuples: immutable, and built on application threads for
@@ -61,6 +65,7 @@ class Record(NamedTuple):
     attributes: Mapping[str, Any]
     events: Sequence[Event] = ()
     resource: Mapping[str, Any] = NOTHING
+    end_time: int | None = None
 
 
 class SpanEvent(NamedTuple):
@@ -247,11 +252,13 @@ def written(attributes: Mapping[str, Any]) -> Verdict:
 
 
 def found_attributes(reading: Reading) -> dict[str, Any]:
-    """The contexts' source, and the contexts themselves unless the span holds them."""
+    """The contexts' source, the contexts unless the span holds them, the tool calls used."""
     found: dict[str, Any] = {semconv.CONTEXTS_SOURCE: reading.contexts_source}
     explicit = (semconv.CONTEXT_SOURCE_EXPLICIT, semconv.CONTEXT_SOURCE_GROUNDING)
     if reading.case is not None and reading.contexts_source not in explicit:
         found[semconv.CONTEXTS] = reading.case.contexts
+    if reading.tool_calls:
+        found[semconv.CONTEXTS_TOOL_CALLS] = list(reading.tool_calls)
     return found
 
 

@@ -1,4 +1,4 @@
-"""Retrieved documents on a shelf beside the queue: shared by consumers, kept over crashes.
+"""Retrieved documents and tool results on a shelf beside the queue, shared and kept.
 
 The same cases on Redis and on the SQLite file; a store opened again stands for another
 worker, or for the process that restarted.
@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from tests.collector.queues.redis_server import RedisServer
+from tracefact import semconv
 from tracefact.collector.shared_documents import RedisShelf, SharedDocumentStore, SqliteShelf
+from tracefact.pipeline.reading import SpanReader
+from tracefact.pipeline.verdict import Record
 
 Opener = Callable[..., SharedDocumentStore]
 
@@ -79,3 +82,19 @@ def test_while_redis_is_down_a_worker_still_sees_its_own_documents(
     assert store.documents(1) == ["local only"]
     assert "redis unreachable" in caplog.text
     store.close()
+
+
+def test_a_tool_result_remembered_by_one_consumer_grounds_an_llm_span_on_another(
+    opener: Opener,
+) -> None:
+    tool = {
+        semconv.GEN_AI_OPERATION_NAME: "execute_tool",
+        semconv.GEN_AI_TOOL_NAME: "facts",
+        semconv.GEN_AI_TOOL_CALL_ID: "call_1",
+        semconv.GEN_AI_TOOL_CALL_RESULT: '{"height": "330 metres"}',
+    }
+    SpanReader(store=opener()).remember(3, "tool", tool, [], 5)
+    llm = {semconv.INPUT_VALUE: "How tall?", semconv.OUTPUT_VALUE: "330 metres."}
+    reading = SpanReader(store=opener()).read(Record(3, 0x11, None, "chat", llm, end_time=10))
+    assert reading.case is not None and reading.case.contexts == ["height: 330 metres"]
+    assert (reading.contexts_source, reading.tool_calls) == ("tool", ("call_1",))
