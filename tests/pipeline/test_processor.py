@@ -145,7 +145,9 @@ def test_evaluator_past_its_deadline_gives_status_timeout() -> None:
 
 def test_span_held_too_long_goes_out_with_timeout_and_result_follows_on_carrier() -> None:
     clock = ManualClock()
-    with Pipeline(max_hold_seconds=0.05, timeout_seconds=5, clock=clock) as p:
+    # The evaluation's own deadline runs on real time: far enough that only the hold limit,
+    # on the test's clock, can let the span go first, however loaded the machine.
+    with Pipeline(max_hold_seconds=0.05, timeout_seconds=600, clock=clock) as p:
         original = p.llm_span(output="thread")  # judged once the gate opens
         clock.advance(0.06)  # past the hold limit: the watchdog lets the span go
         assert eventually(p.exported)
