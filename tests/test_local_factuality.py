@@ -8,6 +8,7 @@ import pytest
 
 from tracefact.evaluators.base import EvalCase, Evaluator, InvalidCaseError
 from tracefact.evaluators.local import LocalFactuality
+from tracefact.evaluators.local.alignment import FEATURES
 from tracefact.models import local_factuality_dir
 
 CONTEXT = (
@@ -58,14 +59,7 @@ async def test_context_swap_flips_the_label(detector: LocalFactuality) -> None:
     assert swapped.label == "hallucinated"
     assert own.annotator_kind == "CODE"
     assert own.evaluator.startswith("local-factuality")
-    assert set(own.raw["features"]) == {
-        "model_logit",
-        "missing_words",
-        "missing_keys",
-        "anchored_missing_words",
-        "anchored_missing_keys",
-        "paired_missing_keys",
-    }
+    assert set(own.raw["features"]) == set(FEATURES)
 
 
 @pytest.mark.parametrize(
@@ -88,11 +82,6 @@ async def test_a_swapped_name_from_the_same_context_scores_higher(
     assert bad.score > good.score
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model 0.1.0: a swapped name taken from the same context rarely crosses the "
-    "threshold (minimal-edit balanced accuracy about 0.5)",
-)
 async def test_minimal_edit_flips_the_label(detector: LocalFactuality) -> None:
     assert (await detector.evaluate(case("Paris"))).label == "hallucinated"
 
@@ -120,9 +109,9 @@ async def test_a_near_verbatim_copy_scores_clearly_supported(
     detector: LocalFactuality, answer: str, contexts: list[str]
 ) -> None:
     result = await detector.evaluate(case(answer, contexts=contexts))
-    assert result.score <= 0.3 < detector.threshold
+    assert result.score < detector.threshold
     assert result.label == "factual"
-    assert min(result.raw["copied_shares"]) >= 0.75
+    assert result.raw["features"]["copied"] >= 0.75
 
 
 EDITED_COPIES = {
@@ -141,7 +130,7 @@ async def test_an_edited_copy_is_not_taken_for_a_copy(
 ) -> None:
     edited = await detector.evaluate(case(answer))
     copied = await detector.evaluate(case(FAITHFUL))
-    assert edited.raw["copied_shares"] == [0.0]
+    assert edited.raw["features"]["copied"] == 0.0
     assert edited.score > copied.score
 
 
@@ -228,7 +217,9 @@ async def test_long_context_and_long_answer_are_read_whole(detector: LocalFactua
         ]
     )
     assert len(good.raw["sentence_scores"]) == len(answer_sentences) + 1
-    assert good.raw["sequences"] > 10  # many windows x answer groups, nothing dropped
+    # One model run per answer sentence, however long the context: the cost follows the
+    # answer, and each sentence is read beside the part of the context that supports it.
+    assert good.raw["sequences"] == len(answer_sentences) + 1
     # The only evidence for the last sentence is the last sentence of a 5000-word context:
     # the swapped name there is the edited answer's worst sentence.
     assert good.raw["sentence_scores"][-1] < bad.raw["sentence_scores"][-1]
@@ -241,7 +232,7 @@ async def test_a_name_lifted_from_the_context_is_not_a_copied_claim(
 ) -> None:
     # A swapped answer is often a name lifted from elsewhere in the context: no claim.
     result = await detector.evaluate(case("Pierre Curie and Henri Becquerel"))
-    assert result.raw["copied_shares"] == [0.0]
+    assert result.raw["features"]["copied"] == 0.0
     title = "Honorary Member of the Polish Academy of Sciences"
     result = await detector.evaluate(case(title, contexts=[CONTEXT, f"{title}.\n"]))
-    assert result.raw["copied_shares"] == [0.0]
+    assert result.raw["features"]["copied"] == 0.0

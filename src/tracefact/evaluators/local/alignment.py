@@ -1,11 +1,13 @@
-"""Where in the contexts does an answer sentence come from, and what is missing there?
+"""Which evidence supports an answer sentence, and what of the sentence it lacks.
 
-`LocalFactuality` combines its model's sentence logits with these alignment features.
-The model reads windows of the contexts and can be swayed by an answer's style; the
-features check the answer against the evidence literally: words and names absent from
-all contexts, and above all names and numbers absent from the context sentence the
-answer sentence is anchored to (a swapped name that occurs elsewhere in the context
-passes a bag-of-words check but not this one). Pure Python, microseconds per case.
+Each answer sentence is aligned to the few units of evidence (`evidence.units`) that
+cover its words best: the best unit, then whichever adds most of what is still
+uncovered (a sentence fused from two sources needs both). The explicit checks of
+`facts` run against those units and against all the evidence: a name or number found
+nowhere is invented; one found elsewhere but not where the sentence is anchored was
+taken from the wrong place (a swapped name, a conflated value, the wrong record). The
+model then reads the sentence beside its ranked evidence (`plan`).
+Pure Python, microseconds per sentence.
 """
 
 from __future__ import annotations
@@ -14,128 +16,376 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from tracefact.evaluators._text import content_words, split_sentences
+from tracefact.evaluators._text import STOPWORDS, split_sentences
+from tracefact.evaluators.local import facts as checks
+from tracefact.evaluators.local.evidence import Unit, units
+from tracefact.evaluators.local.facts import Facts, Finding
 
 FEATURES = (
     "model_logit",
     "missing_words",
-    "missing_keys",
-    "anchored_missing_words",
-    "anchored_missing_keys",
-    "paired_missing_keys",
+    "missing_words_aligned",
+    "missing_numbers",
+    "missing_numbers_aligned",
+    "missing_names",
+    "missing_names_aligned",
+    "negation_added",
+    "negation_dropped",
+    "direction_flip",
+    "roles",
+    "support",
+    "copied",
 )
-"""Names of the per-sentence features, in the order of `sentence_features` rows."""
+"""Names of the per-sentence features, in the order of `SentenceSupport.row`."""
 
-_KEY = re.compile(r"\b(?:\d[\d,.]*\d|\d)\b|\b[A-Z][\w'\-]*")
+_ALIGNED = 3
+"""Most units a sentence is anchored to."""
+_ADDS = 0.2
+"""Least share of the sentence's weight a further unit must add to join the anchor."""
 _QUESTION_WORDS = 24
-"""Only the end of a long question or dialogue history anchors the answer."""
+"""Only the end of a long question or dialogue history counts as known words."""
+_LEANING_WEIGHT = 0.25
 
 
-def _key(token: str) -> str:
-    return token.lower().removesuffix("'s").rstrip(".,").replace(",", "")
+def stem(word: str) -> str:
+    """A crude stem, enough to match "prizes" / "prize", "opened" / "opens"."""
+    word = word.replace("’", "'").removesuffix("'s")
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if len(word) - len(suffix) >= 4 and word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
 
 
-def key_tokens(text: str) -> list[str]:
-    """Names and numbers, lower-cased.
-
-    Capitalised words (bar sentence-initial stopwords) and digits.
-    """
-    keys = []
-    for match in _KEY.finditer(text):
-        before = text[: match.start()].rstrip()
-        initial = not before or before[-1] in ".!?:\"'“"
-        if initial and not content_words(match.group()):
-            continue  # "The", "She": a capital that only starts a sentence
-        keys.append(_key(match.group()))
-    return keys
+def content(text: str) -> list[str]:
+    """Stemmed content words of ``text``: no stopwords, no numbers (checked as values)."""
+    return [
+        stem(word)
+        for word in checks.tokens(text)
+        if word not in STOPWORDS and not word[0].isdigit()
+    ]
 
 
-@dataclass(frozen=True)
-class _Evidence:
-    """The contexts, cut into sentences, with word sets and weights."""
+@dataclass
+class Evidence:
+    """A case's evidence, read once: units with their words and facts, and word weights."""
 
-    sentences: list[str]
+    units: list[Unit]
     words: list[set[str]]
-    keys: list[set[str]]
-    all_words: set[str]
-    all_text: str
+    facts: list[Facts]
     idf: dict[str, float]
+    all_words: set[str]
+    all_tokens: set[str]
+    """Every word of the evidence, unstemmed: where a name of the answer is looked up."""
+    all_facts: Facts
 
     @classmethod
-    def of(cls, contexts: Sequence[str]) -> _Evidence:
-        sentences = [s for context in contexts for s in split_sentences(context)]
-        words = [set(content_words(s)) for s in sentences]
-        keys = [
-            {_key(k) for k in _KEY.findall(s)} | w for s, w in zip(sentences, words, strict=True)
+    def of(cls, contexts: Sequence[str]) -> Evidence:
+        found = units(contexts)
+        facts = [checks.extract(unit.text) for unit in found]
+        words = [
+            set(content(u.text)) | {c.key for c in checks.claims(f)}
+            for u, f in zip(found, facts, strict=True)
         ]
         frequency: Counter[str] = Counter(w for ws in words for w in ws)
-        idf = {w: math.log(1.0 + len(sentences) / n) for w, n in frequency.items()}
-        all_words: set[str] = set().union(*words)
-        all_text = " ".join(contexts).lower().replace(",", "")
-        return cls(sentences, words, keys, all_words, all_text, idf)
+        count = max(1, len(found))
+        idf = {w: math.log(1.0 + count / n) for w, n in frequency.items()}
+        merged = Facts.merge(facts)
+        return cls(found, words, facts, idf, set().union(*words), set(merged.words), merged)
 
     def weight(self, word: str) -> float:
-        return self.idf.get(word, math.log(1.0 + len(self.sentences) + 1.0))
+        return self.idf.get(word, math.log(2.0 + len(self.units)))
 
-    def best_window(self, anchor: set[str], width: int) -> tuple[set[str], set[str]]:
-        """Words and keys of the ``width`` consecutive sentences that best match ``anchor``."""
-        if not self.sentences:
-            return set(), set()
-        best_score, best = -1.0, 0
-        count = max(1, len(self.sentences) - width + 1)
-        for start in range(count):
-            window = set().union(*self.words[start : start + width])
-            score = sum(self.weight(w) for w in anchor & window)
-            if score > best_score:
-                best_score, best = score, start
-        return (
-            set().union(*self.words[best : best + width]),
-            set().union(*self.keys[best : best + width]),
-        )
+    def ranked(self, words: Sequence[str], leaning: Sequence[str] = ()) -> list[tuple[float, int]]:
+        """(share of the words' weight a unit covers, unit index), best first.
+
+        ``leaning`` (the previous sentence's words, for one that opens with "It") count a
+        quarter, so that they break ties without pulling the sentence to its neighbour.
+        """
+        weights = {w: _LEANING_WEIGHT * self.weight(w) for w in leaning}
+        weights.update({w: self.weight(w) for w in words})
+        total = sum(weights.values()) or 1.0
+        scores = [
+            (sum(weights[w] for w in unit_words if w in weights) / total, index)
+            for index, unit_words in enumerate(self.words)
+        ]
+        # On a tie the later unit wins: a later tool result supersedes an earlier one.
+        return sorted(scores, key=lambda pair: (-pair[0], -pair[1]))
 
 
-def _share_missing(items: Sequence[str], present: set[str], evidence: _Evidence) -> float:
-    if not items:
+@dataclass
+class SentenceSupport:
+    """One answer sentence against its evidence: the anchor, the findings, the features."""
+
+    sentence: str
+    ranked: list[int]
+    """Unit indices, best supporting first (what the model reads, within its budget)."""
+    aligned: list[int]
+    """The units the sentence is anchored to."""
+    findings: list[Finding] = field(default_factory=list)
+    """What the anchor lacks (numbers, names, negation, direction, roles)."""
+    row: list[float] = field(default_factory=list)
+    """`FEATURES` minus the model's logit."""
+    judged: bool = True
+    """False for a sentence that claims nothing ("Hope this helps!", "Yes.")."""
+
+
+def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]]) -> list[int]:
+    """The best unit, then each unit that adds at least `_ADDS` of the sentence's weight."""
+    if not ranked or ranked[0][0] <= 0.0:
+        return []
+    wanted = set(words)
+    total = sum(evidence.weight(w) for w in wanted) or 1.0
+    chosen = [ranked[0][1]]
+    covered = wanted & evidence.words[ranked[0][1]]
+    while len(chosen) < _ALIGNED:
+        gains = [
+            (sum(evidence.weight(w) for w in (wanted - covered) & evidence.words[i]) / total, i)
+            for _, i in ranked[: 4 * _ALIGNED]
+            if i not in chosen
+        ]
+        if not gains:
+            break
+        gain, best = max(gains)
+        if gain < _ADDS:
+            break
+        chosen.append(best)
+        covered |= evidence.words[best]
+    return chosen
+
+
+def _share_missing(words: Sequence[str], present: set[str], evidence: Evidence) -> float:
+    if not words:
         return 0.0
-    total = sum(evidence.weight(item) for item in items)
-    missing = sum(evidence.weight(item) for item in items if item not in present)
+    total = sum(evidence.weight(w) for w in words)
+    missing = sum(evidence.weight(w) for w in words if w not in present)
     return missing / total if total else 0.0
 
 
-def _key_missing(keys: Sequence[str], present: set[str], text: str) -> float:
-    if not keys:
-        return 0.0
-    return sum(1 for key in keys if key not in present and key not in text) / len(keys)
+def support(evidence: Evidence, question: str, sentences: Sequence[str]) -> list[SentenceSupport]:
+    """Each answer sentence aligned to its evidence, with its findings and feature row.
+
+    Names and numbers the question gave are the user's, not claims of the answer.
+    """
+    asked = _Question.of(question)
+    copied = copied_shares([unit.text for unit in evidence.units], sentences)
+    results = []
+    previous: list[str] = []
+    for sentence, copy_share in zip(sentences, copied, strict=True):
+        results.append(_sentence(evidence, asked, sentence, copy_share, previous))
+        previous = content(sentence)
+    return results
 
 
-def sentence_features(
-    question: str, contexts: Sequence[str], sentences: Sequence[str]
-) -> list[list[float]]:
-    """One row of alignment features per answer sentence (`FEATURES` minus the logit)."""
-    evidence = _Evidence.of(contexts)
-    question_words = set(content_words(question)[-_QUESTION_WORDS:])
-    known = evidence.all_words | question_words
-    rows = []
-    for sentence in sentences:
-        words = [w for w in content_words(sentence) if w not in question_words]
-        keys = key_tokens(sentence)
-        anchor = set(words) | question_words
-        window_words, window_keys = evidence.best_window(anchor, width=1)
-        _, pair_keys = evidence.best_window(anchor, width=2)
-        rows.append(
-            [
-                _share_missing(words, known, evidence),
-                _key_missing(keys, known, evidence.all_text),
-                _share_missing(words, window_words | question_words, evidence),
-                _key_missing(keys, window_keys | question_words, ""),
-                _key_missing(keys, pair_keys | question_words, ""),
-            ]
+@dataclass(frozen=True)
+class _Question:
+    """What the question gives: words that are known, names and numbers that are not claims."""
+
+    words: set[str]
+    facts: Facts
+
+    @classmethod
+    def of(cls, question: str) -> _Question:
+        tokens = checks.tokens(question)[-_QUESTION_WORDS * 2 :]
+        return cls({stem(w) for w in tokens if w not in STOPWORDS}, checks.extract(question))
+
+
+def _sentence(
+    evidence: Evidence, asked: _Question, sentence: str, copy_share: float, previous: list[str]
+) -> SentenceSupport:
+    plain = content(sentence)
+    short = len({w for w in plain if w not in asked.words}) < _SHORT
+    sentence_facts = checks.extract(sentence, bare=short)
+    words = plain + sorted(_code_words(sentence_facts))
+    own = [w for w in words if w not in asked.words]
+    # A short answer ("Warsaw.") is anchored where the question's words are too, and what
+    # it says is its claim even where the question offered it ("Brown or Yale?" "Brown").
+    lookup = words + sorted(asked.words) if short else words
+    # A bare value is checked against all the evidence: the question, not the answer,
+    # says where it belongs, and the question may need several sentences to answer.
+    known = set() if short else asked.words
+    if short:
+        own = words
+    leaning = previous if _leans_back(sentence) else []
+    ranked = evidence.ranked(lookup, leaning)
+    aligned = _anchor(evidence, lookup, ranked)
+    claims = sentence_facts if short else _claims(sentence_facts, asked.facts)
+    nowhere = checks.missing(claims, evidence.all_facts, evidence.all_tokens)
+    # A claim found in the contexts, but not where the rest of the sentence is anchored,
+    # was taken from the wrong place: a swapped name, a conflated value, the wrong record.
+    keys = {claim.key: claim for claim in checks.claims(claims)}
+    misplaced = [
+        checks.Finding(
+            claim.check,
+            claim.text,
+            f"{claim.text!r} is in the contexts, but not where this is said",
         )
-    return rows
+        for claim in keys.values()
+        if claim.text not in {f.text for f in nowhere}
+        and not (
+            _holds_near_question(evidence, claim, sorted(asked.words))
+            if short
+            else _holds_where_anchored(evidence, claim, [*lookup, *keys], leaning)
+        )
+    ]
+    anchor = Facts.merge(evidence.facts[i] for i in aligned)
+    anchor_tokens = set(anchor.words) | set(asked.facts.names)
+    best = evidence.facts[aligned[0]] if aligned else Facts()
+    coverage = ranked[0][0] if ranked else 0.0
+    parties = checks.missing_parties(claims, anchor_tokens)
+    if coverage >= _CLOSE:
+        parties += [f for f in [checks.roles_swapped(claims.words, best.words)] if f]
+    # A record's line holds many fields, one of them perhaps null ("none"): its polarity
+    # is not a statement's.
+    prose = bool(aligned) and not evidence.units[aligned[0]].record
+    negation = checks.polarity_flip(claims, best) if coverage >= _CLOSE and prose else None
+    direction = checks.direction_flip(claims, anchor) if coverage >= _NEAR else None
+    flips = [flip for flip in (negation, direction) if flip is not None]
+    findings = [*nowhere, *misplaced, *parties, *flips]
+    anchor_words = set().union(*(evidence.words[i] for i in aligned)) if aligned else set()
+    if short:
+        anchor_words = evidence.all_words
+    row = [
+        _share_missing(own, evidence.all_words | known, evidence),
+        _share_missing(own, anchor_words | known, evidence),
+        _count([f for f in nowhere if f.check in _NUMERIC_CHECKS]),
+        _count([f for f in findings if f.check in _NUMERIC_CHECKS]),
+        _count([f for f in nowhere if f.check == "name"]),
+        _count([f for f in findings if f.check == "name"]),
+        float(negation is not None and claims.negations > best.negations),
+        float(negation is not None and claims.negations < best.negations),
+        float(direction is not None),
+        _count(parties),
+        coverage,
+        copy_share,
+    ]
+    judged = not _SOCIAL.match(sentence) and bool(words or claims.numbers or claims.dates)
+    return SentenceSupport(sentence, [i for _, i in ranked], aligned, findings, row, judged)
 
+
+def _holds_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> bool:
+    """Whether a bare answer's value ("Paris") is in one of the units the question points to.
+
+    A question may need several sentences to answer ("When was the choreographer of X
+    born?"), so any of the few units that share its words will do; a question that shares
+    none with the contexts leaves nothing to place the value by.
+    """
+    ranked = [i for score, i in evidence.ranked(question)[:_NEAR_QUESTION] if score > 0]
+    if not ranked:
+        return True
+    facts = Facts.merge(evidence.facts[i] for i in ranked)
+    return checks.holds(claim, facts, set(facts.words))
+
+
+_NEAR_QUESTION = 3
+"""How many of the units that share the question's words a bare answer may come from."""
+
+
+def _holds_where_anchored(
+    evidence: Evidence, claim: checks.Claim, lookup: list[str], leaning: list[str]
+) -> bool:
+    """Whether the units the sentence anchors to without this claim bear it out.
+
+    The claim's own word is left out of the lookup, so that a value taken from the wrong
+    sentence or record does not pull the anchor there. Counts and sums of a list
+    (`evidence._summary`) belong to every record of it; a sentence anchored nowhere is
+    checked against everything, so nothing of it is misplaced.
+    """
+    left_out = {claim.key, stem(claim.text)}
+    rest = [w for w in lookup if w not in left_out]
+    ranked = evidence.ranked(rest, leaning)
+    aligned = _anchor(evidence, rest, ranked)
+    if not aligned:
+        return True
+    # Units about as well supported as the best count too: a list of names taken from
+    # several records ("Ana and Omar are confirmed") is anchored to each of them.
+    aligned += [i for score, i in ranked if score >= _COMPARABLE * ranked[0][0]]
+    aligned = _latest(evidence, sorted(set(aligned)))
+    passages = {evidence.units[i].passage for i in aligned}
+    summaries = [i for i, u in enumerate(evidence.units) if u.summary and u.passage in passages]
+    anchored = [*aligned, *summaries]
+    facts = Facts.merge(evidence.facts[i] for i in anchored)
+    return checks.holds(claim, facts, set(facts.words))
+
+
+_SOCIAL = re.compile(
+    r"^\W*(?:yes|no|sure|okay|ok|thanks?(?: you)?(?: for [\w ]+)?|hope (?:this|that|it) helps"
+    r"(?: you[\w ]*)?|hope [\w ]*(?:sorted|helps|well)[\w ]*|let me know[\w ,]*|happy to "
+    r"help[\w ,]*|good luck[\w ,]*|glad to help[\w ,]*|great question|i hope this helps"
+    r"[\w ]*)\W*$",
+    re.I,
+)
+"""A sentence that only answers yes or no, thanks, or signs off claims nothing to check."""
+
+
+_SHORT = 3
+"""Fewer content words of its own than this, and a sentence is anchored with the question."""
+_CLOSE = 0.5
+"""Least share of a sentence's weight its best unit must cover before polarity and roles
+are compared with that unit: below it the two may not be saying the same thing at all."""
+_NEAR = 0.3
+"""The same for direction words, which are specific enough to compare on looser anchors."""
+_COMPARABLE = 0.75
+"""Share of the best unit's support at which another unit counts as an anchor too."""
+_NUMERIC_CHECKS = frozenset({"number", "date", "time", "code"})
+_LEANING = re.compile(r"^(?:he|she|it|they|this|that|these|those|his|her|its|their)\b", re.I)
+
+
+def _latest(evidence: Evidence, indices: list[int]) -> list[int]:
+    """The units without the records a later result of the same record replaced.
+
+    Two tool results about the same thing (most fields equal) at different times: what the
+    earlier one says is no longer so.
+    """
+    kept = []
+    for position, index in enumerate(indices):
+        unit, words = evidence.units[index], evidence.words[index]
+        replaced = unit.record and any(
+            evidence.units[later].record
+            and evidence.units[later].passage != unit.passage
+            and len(words & evidence.words[later])
+            >= _SAME_RECORD * len(words | evidence.words[later])
+            for later in indices[position + 1 :]
+        )
+        if not replaced:
+            kept.append(index)
+    return kept
+
+
+_SAME_RECORD = 0.6
+"""Share of their words two records must share to be one record at two times."""
+
+
+def _code_words(facts: Facts) -> set[str]:
+    """An id or code ("ORD-4821", "#58214") as a word.
+
+    It names the record a sentence is about, so it anchors the sentence there.
+    """
+    return {f"#{code}" for code in facts.codes}
+
+
+def _count(findings: Sequence[Finding]) -> float:
+    return float(min(len(findings), 2))
+
+
+def _leans_back(sentence: str) -> bool:
+    return bool(_LEANING.match(sentence.strip()))
+
+
+def _claims(sentence: Facts, question: Facts) -> Facts:
+    """The sentence's facts minus the names and numbers the question gave."""
+    kept = Facts(**{**sentence.__dict__})
+    kept.names = [name for name in sentence.names if name not in question.names]
+    kept.numbers = [n for n in sentence.numbers if not checks.value_in(n, question.numbers)]
+    kept.dates = sentence.dates - question.dates
+    return kept
+
+
+# ---------------------------------------------------------------- copies
 
 _TOKEN = re.compile(r"[\w'’]+")
 _RUN = 3
@@ -191,10 +441,6 @@ def copied_shares(contexts: Sequence[str], sentences: Sequence[str]) -> list[flo
     ones): 1.0 for a verbatim copy, 0.0 as soon as any word outside the copied runs
     carries meaning (a swapped name or number, an added clause or negation), or when the
     copy is a fragment (a name) rather than a claim of the context.
-
-    Case, punctuation, dropped words and a dropped trailing clause keep a copy whole; an
-    added article or auxiliary costs only its own share. `LocalFactuality` caps the score
-    of a sentence copied this way: nothing is better supported than the context's words.
     """
     context = [_tokens(s) for text in contexts for s in split_sentences(text)]
     pairs = list(zip(context, [*context[1:], []], strict=True))

@@ -2,31 +2,42 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from tracefact.evaluators.local.alignment import FEATURES
+
+CASE_FEATURES = ("worst_sentence", "log_sentences", "question", "log_question_words")
+"""Names of the per-answer calibration inputs, in the order of `case_row`."""
+
+
+def case_row(worst: float, sentences: int, question: str) -> tuple[float, ...]:
+    """The calibration's inputs for one answer (`CASE_FEATURES`)."""
+    words = len(question.split())
+    return (worst, math.log(max(1, sentences)), float(words > 0), math.log1p(words))
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     """The parameters shipped in ``config.json`` beside the model."""
 
-    max_length: int = 384
-    max_question_tokens: int = 48
-    max_answer_tokens: int = 160
-    window_slack: float = 0.15
-    mean_weight: float = 1.0
-    max_weight: float = 1.0
-    weights: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    """Per-sentence combiner over `alignment.FEATURES`, fitted by
+    max_length: int = 160
+    max_question_tokens: int = 24
+    max_previous_tokens: int = 24
+    max_sentence_tokens: int = 64
+    weights: tuple[float, ...] = (1.0,) + (0.0,) * (len(FEATURES) - 1)
+    """Per-sentence combiner over `alignment.FEATURES` (a logistic regression), fitted by
     ``scripts/fit_local_factuality_combiner.py``."""
     bias: float = 0.0
+    calibration: tuple[float, ...] = (1.0,) + (0.0,) * len(CASE_FEATURES)
+    """Platt scaling of the answer's worst sentence into a probability of hallucination:
+    a weight per `CASE_FEATURES` entry, then the intercept. Besides the worst sentence's
+    combined logit it weighs the case's shape, which shifts how high the worst of its
+    sentence scores runs by chance alone: how many sentences were judged, and whether
+    (and how long) a question was asked (a summary of one long document, with no
+    question, has no question words to anchor its sentences)."""
     threshold: float = 0.5
-    copied_share: float = 1.0
-    copied_score: float = 1.0
-    """A sentence at least ``copied_share`` copied from one context sentence
-    (`alignment.copied_shares`) scores at most ``copied_score``."""
     version: str = "dev"
     cls_id: int = 101
     sep_id: int = 102
@@ -41,4 +52,12 @@ class ModelConfig:
         values = {key: value for key, value in data.items() if key in known}
         if "weights" in values:
             values["weights"] = tuple(float(w) for w in values["weights"])
+        if "calibration" in values:
+            calibration = tuple(float(v) for v in values["calibration"])
+            if len(calibration) != len(CASE_FEATURES) + 1:
+                raise ValueError(
+                    f"calibration has {len(calibration)} values, not {len(CASE_FEATURES) + 1} "
+                    f"(a weight per {CASE_FEATURES} and the intercept)"
+                )
+            values["calibration"] = calibration
         return cls(**values)

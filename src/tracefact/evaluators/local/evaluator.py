@@ -1,17 +1,15 @@
-"""`LocalFactuality`: an embedded, offline hallucination detector (int8 ONNX cross-encoder).
+"""`LocalFactuality`: an embedded, offline hallucination detector for production answers.
 
-The shipped model (``tracefact/models/local_factuality``) is a 4-layer MiniLM cross-encoder
-fine-tuned on HaluEval plus context-dependent augmentations (swapped contexts, swapped
-entities and numbers, negations, added unsupported sentences). It reads
-``[CLS] question [SEP] answer sentences [SEP] context window [SEP]`` and gives a logit per
-answer sentence: how unsupported that sentence is by that window.
-
-Nothing is truncated silently: the contexts are cut into sentence-aligned windows that
-fit beside the answer, a long answer is cut into groups of sentences, and every group is
-read against every window. A sentence's support is its best window (lowest logit); the
-answer's score is its worst sentence, calibrated into a probability of hallucination.
-Only the last ``max_question_tokens`` of the question (or dialogue history) are read: it
-frames the answer but is not evidence.
+Each answer sentence is aligned to the units of evidence that support it
+(`alignment`: context sentences, or a tool result's records); explicit checks compare
+its numbers, dates, names, negation, direction words and parties with that evidence
+(`facts`); a 6-layer MiniLM cross-encoder (int8 ONNX), trained on production-shaped
+answers, reads the sentence beside its ranked evidence (`inputs`) for what the checks
+cannot see. A logistic combiner turns the model's logit and the checks into a
+probability per sentence; the answer is as unsupported as its worst sentence, calibrated
+(Platt) on production-style tuning data, so that the score is a probability of
+hallucination and the threshold is where balanced accuracy peaks. The explanation names
+the unsupported sentence and what the checks found wrong in it.
 
 Runtime dependencies: ``onnxruntime``, ``tokenizers`` and ``numpy`` (core dependencies),
 imported lazily; the model is loaded once per process, on first use.
@@ -29,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracefact.evaluators._text import split_sentences
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
@@ -37,16 +36,14 @@ from tracefact.evaluators.base import (
     EvaluatorDescription,
     InvalidCaseError,
 )
-from tracefact.evaluators.local.alignment import FEATURES, copied_shares, sentence_features
+from tracefact.evaluators.local.alignment import FEATURES, Evidence, SentenceSupport, support
 from tracefact.evaluators.local.batching import Batcher
-from tracefact.evaluators.local.config import ModelConfig
+from tracefact.evaluators.local.config import ModelConfig, case_row
+from tracefact.evaluators.local.inputs import model_inputs
 from tracefact.evaluators.local.runtime import Runtime, load_runtime, model_dir
-from tracefact.evaluators.local.windows import aggregate, plan_case
 
 
 def _sigmoid(value: float) -> float:
-    if value == -math.inf:
-        return 0.0
     if value >= 0:
         return 1.0 / (1.0 + math.exp(-value))
     exp = math.exp(value)
@@ -55,26 +52,31 @@ def _sigmoid(value: float) -> float:
 
 @dataclass(frozen=True)
 class SentenceEvidence:
-    """One case's answer sentences and a feature row per sentence."""
+    """One case's answer sentences, their support and a feature row per sentence."""
 
-    sentences: list[str]
+    supports: list[SentenceSupport]
     rows: list[list[float]]
+    """Per sentence: the model's logit (its worst piece), then `SentenceSupport.row`."""
     sequences: int
-    """Model inputs read for the case (windows x answer groups)."""
-    copied: list[float]
-    """Per sentence, its share copied from the contexts (`alignment.copied_shares`)."""
+    """Model inputs read for the case."""
+    question: str
+    """The case's input, which the calibration weighs (`config.case_row`)."""
+
+    @property
+    def sentences(self) -> list[str]:
+        return [item.sentence for item in self.supports]
 
 
 class LocalFactuality:
-    """Offline hallucination score from the embedded int8 ONNX cross-encoder.
+    """Offline hallucination score from the embedded verifier.
 
     ``threshold`` overrides the tuned one from ``config.json``. Concurrent `evaluate`
     calls are grouped (micro-batching): calls made in the same event-loop iteration, and
     while the model is busy those arriving within ``max_wait_ms``, up to
     ``max_batch_cases``, run as one `evaluate_batch` in a worker thread. ``stats`` counts
     the batches, cases and model sequences (one run each) of this instance. Cases longer
-    than ``max_case_chars`` (answer plus contexts; about 200 model runs at the default)
-    are refused with `InvalidCaseError` rather than read for seconds.
+    than ``max_case_chars`` (answer plus contexts) are refused with `InvalidCaseError`
+    rather than read for seconds.
     """
 
     def __init__(
@@ -157,34 +159,39 @@ class LocalFactuality:
             )
 
     def sentence_evidence(self, cases: Sequence[EvalCase]) -> list[SentenceEvidence]:
-        """Each case's answer sentences with their feature rows (`alignment.FEATURES`).
+        """Each case's answer sentences with their support and feature rows (`FEATURES`).
 
-        The model's logit per sentence (its best-supported reading over all windows)
-        followed by the alignment features; what the combiner weighs, and what
-        ``scripts/fit_local_factuality_combiner.py`` fits it on.
+        What the combiner weighs, and what ``scripts/fit_local_factuality_combiner.py``
+        fits it on.
         """
         for case in cases:
             self._check(case)
         runtime = self._load()
-        config = runtime.config
-        plans = [
-            plan_case(runtime.tokenizer, case.input, case.contexts, case.output, config)
-            for case in cases
-        ]
-        windows = [window for plan in plans for window in plan.windows]
-        logits = runtime.unit_logits(windows)
-        with self._stats_lock:
-            self._stats.update(batches=1, cases=len(cases), sequences=len(windows))
         evidence: list[SentenceEvidence] = []
-        offset = 0
-        for case, plan in zip(cases, plans, strict=True):
-            count = len(plan.windows)
-            _, sentence_logits = aggregate(plan, logits[offset : offset + count])
-            offset += count
-            aligned = sentence_features(case.input, case.contexts, plan.sentences)
-            rows = [[logit, *row] for logit, row in zip(sentence_logits, aligned, strict=True)]
-            copied = copied_shares(case.contexts, plan.sentences)
-            evidence.append(SentenceEvidence(plan.sentences, rows, len(plan.windows), copied))
+        sequences = 0
+        for case in cases:
+            sentences = split_sentences(case.output)
+            found = Evidence.of(case.contexts)
+            supports = support(found, case.input, sentences)
+            inputs = model_inputs(
+                runtime.tokenizer,
+                case.input,
+                sentences,
+                [unit.text for unit in found.units],
+                [item.ranked for item in supports],
+                runtime.config,
+            )
+            sentence_logits = [-math.inf] * len(sentences)
+            for item, logit in zip(inputs, runtime.logits(inputs), strict=True):
+                sentence_logits[item.sentence] = max(sentence_logits[item.sentence], logit)
+            rows = [
+                [logit if math.isfinite(logit) else -10.0, *item.row]
+                for logit, item in zip(sentence_logits, supports, strict=True)
+            ]
+            sequences += len(inputs)
+            evidence.append(SentenceEvidence(supports, rows, len(inputs), case.input))
+        with self._stats_lock:
+            self._stats.update(batches=1, cases=len(cases), sequences=sequences)
         return evidence
 
     def evaluate_batch(self, cases: Sequence[EvalCase]) -> list[EvalResult]:
@@ -200,45 +207,46 @@ class LocalFactuality:
     ) -> EvalResult:
         threshold = self.threshold
         evaluator = f"local-factuality({config.version})"
-        if not evidence.sentences:
+        judged = [i for i, item in enumerate(evidence.supports) if item.judged]
+        if not judged:
             return EvalResult(
                 name=self.name,
                 label=FACTUAL,
                 score=0.0,
-                explanation="The answer is empty: nothing to check.",
+                explanation="The answer makes no claim to check.",
                 evaluator=evaluator,
                 latency_ms=elapsed_ms,
                 cost_usd=0.0,
-                raw={"sentences": 0, "threshold": threshold},
+                annotator_kind="CODE",
+                raw={"sentences": len(evidence.supports), "threshold": threshold},
             )
-        sentence_scores = [
-            _sigmoid(config.bias + sum(w * x for w, x in zip(config.weights, row, strict=True)))
-            for row in evidence.rows
-        ]
-        # A sentence copied from the context is as supported as an answer gets, whatever
-        # the model makes of its style (HaluEval's faithful answers are rarely sentences).
-        sentence_scores = [
-            min(value, config.copied_score) if share >= config.copied_share else value
-            for value, share in zip(sentence_scores, evidence.copied, strict=True)
-        ]
-        # The answer is as unsupported as its worst sentence.
-        score = max(sentence_scores)
-        flagged = [
-            (sentence, value)
-            for sentence, value in zip(evidence.sentences, sentence_scores, strict=True)
-            if value >= threshold
-        ]
-        unsupported = [sentence for sentence, _ in flagged]
+        *weights, intercept = config.calibration
+        scores = [0.0] * len(evidence.supports)
+        for index in judged:
+            row = evidence.rows[index]
+            raw = config.bias + sum(w * x for w, x in zip(config.weights, row, strict=True))
+            case = case_row(raw, len(judged), evidence.question)
+            scores[index] = _sigmoid(
+                intercept + sum(w * x for w, x in zip(weights, case, strict=True))
+            )
+        worst = max(judged, key=lambda i: scores[i])
+        score = scores[worst]
+        flagged = [i for i in judged if scores[i] >= threshold]
         label = HALLUCINATED if score >= threshold else FACTUAL
         if flagged:
-            quoted = "; ".join(f"{sentence!r} ({value:.2f})" for sentence, value in flagged)
+            parts = []
+            for index in flagged:
+                item = evidence.supports[index]
+                reasons = "; ".join(f.reason for f in item.findings[:3])
+                why = f": {reasons}" if reasons else ": the contexts do not support it"
+                parts.append(f"{item.sentence!r} ({scores[index]:.2f}){why}")
             explanation = (
-                f"{len(flagged)} of {len(evidence.sentences)} answer sentence(s) not "
-                f"supported by the contexts: {quoted}"
+                f"{len(flagged)} of {len(judged)} answer sentence(s) not supported by the "
+                f"contexts. " + " | ".join(parts)
             )
         else:
             explanation = (
-                f"All {len(evidence.sentences)} answer sentence(s) supported by the contexts "
+                f"All {len(judged)} answer sentence(s) supported by the contexts "
                 f"(worst sentence score {score:.2f} < {threshold:.2f})"
             )
         return EvalResult(
@@ -246,7 +254,7 @@ class LocalFactuality:
             label=label,
             score=score,
             explanation=explanation,
-            unsupported=unsupported,
+            unsupported=[evidence.supports[i].sentence for i in flagged],
             evaluator=evaluator,
             latency_ms=elapsed_ms,
             cost_usd=0.0,
@@ -254,11 +262,12 @@ class LocalFactuality:
             raw={
                 "p_hallucinated": score,
                 "threshold": threshold,
-                "sentence_scores": [round(value, 4) for value in sentence_scores],
-                "features": dict(
-                    zip(FEATURES, evidence.rows[sentence_scores.index(score)], strict=True)
-                ),
+                "sentence_scores": [round(value, 4) for value in scores],
+                "features": dict(zip(FEATURES, evidence.rows[worst], strict=True)),
+                "findings": [
+                    {"check": f.check, "text": f.text, "reason": f.reason}
+                    for f in evidence.supports[worst].findings
+                ],
                 "sequences": evidence.sequences,
-                "copied_shares": [round(value, 4) for value in evidence.copied],
             },
         )

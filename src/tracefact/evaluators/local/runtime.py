@@ -10,14 +10,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from tracefact.evaluators.local.config import ModelConfig
-from tracefact.evaluators.local.windows import HFTokenizer, Window
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from tracefact.evaluators.local.inputs import HFTokenizer, ModelInput
 
 
 def model_dir() -> Path:
@@ -48,38 +43,26 @@ class Runtime:
         self._lock = threading.Lock()
         self.load_seconds = time.perf_counter() - started
 
-    def unit_logits(self, windows: list[Window]) -> list[list[float]]:
-        """Per-window unit logits, one unpadded model run per window.
+    def logits(self, inputs: list[ModelInput]) -> list[float]:
+        """One logit per input (how unsupported its sentence is), one unpadded run each.
 
         On 2 cores single runs measured as fast as padded batches or faster, and int8
-        activations are quantised per run: a window's logits never depend on which
+        activations are quantised per run: an input's logit never depends on which
         other cases arrived with it, so `tracefact eval` and the live pipeline agree.
         """
         np = self._np
-        results: list[list[float]] = []
-        for window in windows:
-            ids = np.array([window.ids], dtype=np.int64)
+        results: list[float] = []
+        for item in inputs:
+            ids = np.array([item.ids], dtype=np.int64)
             feeds = {
                 "input_ids": ids,
                 "attention_mask": np.ones_like(ids),
-                "token_type_ids": np.array([window.type_ids], dtype=np.int64),
+                "token_type_ids": np.array([item.type_ids], dtype=np.int64),
             }
             with self._lock:
-                token_logits, cls_logits = self.session.run(None, feeds)
-            results.append(self._pool(window, token_logits[0], cls_logits[0]))
+                (logit,) = self.session.run(None, feeds)
+            results.append(float(logit.reshape(-1)[0]))
         return results
-
-    def _pool(
-        self, window: Window, tokens: npt.NDArray[np.float32], cls: np.floating[Any]
-    ) -> list[float]:
-        config = self.config
-        out: list[float] = []
-        for _, start, end in window.units:
-            span = tokens[start:end]
-            value = float(cls) + config.mean_weight * float(span.mean())
-            value += config.max_weight * float(span.max())
-            out.append(value)
-        return out
 
 
 _LOADED: dict[Path, Runtime] = {}

@@ -1,0 +1,234 @@
+"""The contexts as units of evidence: prose sentences, and tool output's records.
+
+An answer sentence is checked against the few units that support it, never against a
+whole document. Prose is cut into sentences. A context that is JSON (a tool's result:
+a record, a list of records, nested objects with nulls) is flattened into one readable
+line per record, ``order id: 4821; status: shipped; tracking number: none``, with the
+path of nested keys spelled out, so that a value read from the wrong record or filled in
+where the tool returned null is a fact that the record's own line lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracefact.evaluators._text import split_sentences
+
+_RECORD_FIELDS = 14
+"""A record with more scalar fields than this is cut into lines of this many, each
+prefixed with the record's identifying fields."""
+_IDENTIFYING = ("id", "name", "number", "code", "key", "ref", "reference", "title")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of evidence: a sentence, or a record's line."""
+
+    text: str
+    passage: int
+    """Index of the context it comes from."""
+    record: bool = False
+    """A line of tool output (fields and values), not a sentence of prose."""
+    summary: bool = False
+    """The counts and sums of a list of records (`_summary`)."""
+
+
+def _label(path: Sequence[str]) -> str:
+    return " ".join(part.replace("_", " ").replace("-", " ") for part in path if part).strip()
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value.strip() or "none"
+    return json.dumps(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _fields(value: dict[str, Any], path: list[str]) -> Iterator[tuple[list[str], Any]]:
+    """The scalar (and list-of-scalar) fields of a record, nested dicts spelled out."""
+    for key, item in value.items():
+        if _is_scalar(item):
+            yield [*path, str(key)], item
+        elif isinstance(item, dict):
+            yield from _fields(item, [*path, str(key)])
+        elif isinstance(item, list) and all(_is_scalar(x) for x in item):
+            joined = ", ".join(_scalar(x) for x in item) if item else None
+            yield [*path, str(key)], joined
+
+
+def _identity(pairs: list[tuple[list[str], Any]]) -> str:
+    for path, item in pairs:
+        last = path[-1].lower() if path else ""
+        if any(last == word or last.endswith(("_" + word, " " + word)) for word in _IDENTIFYING):
+            return f"{_label(path)}: {_scalar(item)}"
+    return ""
+
+
+def _record_lines(value: Any, path: list[str]) -> Iterator[str]:
+    """One line per record: its scalar fields; records nested in lists get their own."""
+    if isinstance(value, dict):
+        pairs = list(_fields(value, []))
+        if pairs:
+            identity = _identity(pairs)
+            prefix = f"{_label(path)}: " if path else ""
+            for start in range(0, len(pairs), _RECORD_FIELDS):
+                chunk = pairs[start : start + _RECORD_FIELDS]
+                text = "; ".join(f"{_label(p)}: {_scalar(v)}" for p, v in chunk)
+                if start and identity:
+                    text = f"{identity}; {text}"
+                yield prefix + text
+        for key, item in value.items():
+            if isinstance(item, list) and not all(_is_scalar(x) for x in item):
+                yield from _record_lines(item, [*path, str(key)])
+            elif isinstance(item, dict):
+                # Only lists inside nested dicts still need lines: their scalars were spelled
+                # out on the parent's line.
+                for inner_key, inner in item.items():
+                    if isinstance(inner, list) and not all(_is_scalar(x) for x in inner):
+                        yield from _record_lines(inner, [*path, str(key), str(inner_key)])
+    elif isinstance(value, list):
+        if all(_is_scalar(x) for x in value):
+            if value:
+                yield f"{_label(path) or 'items'}: " + ", ".join(_scalar(x) for x in value)
+            else:
+                yield f"{_label(path) or 'items'}: none"
+            return
+        for index, item in enumerate(value, start=1):
+            yield from _record_lines(item, [*path, f"#{index}"])
+    elif value is not None:
+        yield f"{_label(path)}: {_scalar(value)}"
+
+
+def as_json(text: str) -> tuple[str, Any] | None:
+    """The label and the value of a context that is JSON, else None.
+
+    The JSON may follow a short label: the call that produced it (``get_order(4821) ->``)
+    or a time (``[10:15]``).
+    """
+    stripped = text.strip()
+    starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
+    for start in sorted(starts):
+        if start > _LABEL_CHARS:
+            break
+        try:
+            return stripped[:start].strip(), json.loads(stripped[start:])
+        except ValueError:
+            continue
+    return None
+
+
+_LABEL_CHARS = 80
+"""Longest label a tool result may carry before its JSON."""
+_CELLS = re.compile(r"\s*\|\s*")
+_FIELD_LINE = re.compile(r"^[\w .\-/]{1,40}:\s*\S")
+
+
+def _table(lines: list[str]) -> list[str] | None:
+    """A pipe table (``sku | product | 168``), header first: one line per row."""
+    rows = [_CELLS.split(line.strip().strip("|")) for line in lines]
+    width = len(rows[0])
+    if len(rows) < 2 or width < 2 or any(len(row) != width for row in rows):
+        return None
+    header, body = rows[0], rows[1:]
+    if any(any(ch.isdigit() for ch in cell) for cell in header):
+        return ["; ".join(row) for row in rows]
+    records = [dict(zip(header, row, strict=True)) for row in body]
+    lines_ = [
+        "; ".join(f"{_label([h])}: {cell}" for h, cell in record.items()) for record in records
+    ]
+    return [*lines_, _summary("", records)] if len(records) > 1 else lines_
+
+
+def _summary(label: str, records: list[dict[str, Any]]) -> str:
+    """One line of counts and sums of a list of records.
+
+    How many records there are, how many share each repeated short value of a field, and
+    the sum of each numeric field: what an answer that counts or adds ("2 of your 4
+    orders have shipped", "together they come to 774.01") is checked against.
+    """
+    parts = [f"{len(records)} in total"]
+    for key in dict.fromkeys(k for record in records for k in record):
+        values = [record.get(key) for record in records]
+        if all(isinstance(v, str) and len(v) <= 24 for v in values):
+            distinct = dict.fromkeys(values)
+            if 1 < len(distinct) < len(values) and len(distinct) <= 5:
+                parts += [f"{_label([key])} {v}: {values.count(v)}" for v in distinct]
+        numbers = [_number(v) for v in values]
+        if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(str(key)):
+            parts.append(f"{_label([key])} sum: {sum(n for n in numbers if n is not None):.2f}")
+    return f"{label or 'records'}: " + "; ".join(parts) + _SUMMARY_END
+
+
+_SUMMARY_END = "."
+"""How a summary line ends, which no record line does: `units` tells them apart by it."""
+_IDENTIFYING_KEY = re.compile(r"(?:^|_|\s)(?:id|number|code|ref|reference|sku)$", re.I)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*[$€£]?\s*(\d[\d,]*(?:\.\d+)?)\s*(?:[A-Z]{3})?\s*", value)
+        if match:
+            return float(match.group(1).replace(",", ""))
+    return None
+
+
+def _counts(value: Any, path: list[str]) -> Iterator[str]:
+    """A `_summary` line for each list of records in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _counts(item, [*path, str(key)])
+    elif isinstance(value, list) and len(value) > 1 and all(isinstance(x, dict) for x in value):
+        yield _summary(_label(path), value)
+
+
+def readable(text: str) -> tuple[list[str], bool]:
+    """A context as lines of evidence, and whether they are records.
+
+    Its sentences, or its records if it is tool output (JSON, a pipe table, ``key: value``
+    lines, one line of fields).
+    """
+    found = as_json(text)
+    if found is not None:
+        label, value = found
+        lines = [*_record_lines(value, []), *_counts(value, [])]
+        prefix = f"{label} " if label else ""
+        return [prefix + line for line in lines if line.strip()], True
+    lines = [line for line in text.splitlines() if line.strip()]
+    piped = [i for i, line in enumerate(lines) if line.count("|") >= 1]
+    if len(piped) >= 2:
+        start = piped[0]
+        table = _table(lines[start : piped[-1] + 1])
+        if table is not None:
+            return [*(lines[:start]), *table, *lines[piped[-1] + 1 :]], True
+    if len(lines) >= 3 and sum(bool(_FIELD_LINE.match(line)) for line in lines) >= len(lines) - 1:
+        return ["; ".join(line.strip() for line in lines)], True
+    sentences = split_sentences(text)
+    # One line of fields ("ORD-4821 — status: shipped; total: 12.50") is a record too.
+    fields = len(sentences) == 1 and sentences[0].count(": ") >= 3
+    return sentences, fields
+
+
+def units(contexts: Sequence[str]) -> list[Unit]:
+    """Every context's evidence lines, in order."""
+    found = []
+    for index, text in enumerate(contexts):
+        lines, record = readable(text)
+        found += [
+            Unit(line, index, record, record and line.endswith(_SUMMARY_END)) for line in lines
+        ]
+    return found

@@ -1,0 +1,132 @@
+"""LocalFactuality's explicit checks, read off its results: what it found wrong, and where.
+
+Each production kind of hallucination that a literal check can see (a number, date or
+name changed, a "not" added, a direction turned, two parties exchanged, a value read
+from the wrong record of a tool's output or filled in where it returned null) is named
+in ``raw["findings"]`` and in the explanation; the same answer written faithfully, in
+other words and formats, is not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tracefact.evaluators.base import EvalCase, EvalResult
+from tracefact.evaluators.local import LocalFactuality
+
+LEASE = (
+    "The Tenant may terminate this Lease on the fifth anniversary of the Term Commencement "
+    "Date by giving the Landlord not less than six months' prior written notice. The break "
+    "takes effect only if the Tenant has paid all Rent due. The deposit of 4,800 pounds is "
+    "held by Carrow Lettings and returned within 10 days of the end of the Term."
+)
+NDA = (
+    "On written request, the receiving party must return or destroy all Confidential "
+    "Information within 10 business days. The obligations of confidentiality last for three "
+    "years from the date of disclosure, and the disclosing party may seek an injunction."
+)
+SHIPPING = (
+    "Orders placed before 2 pm ship the same day. Standard delivery takes 3 to 5 working "
+    "days and costs 4.95 euros. Express delivery arrives the next day and costs 9.90 euros. "
+    "Returns are free within 30 days."
+)
+ORDERS = json.dumps(
+    {
+        "orders": [
+            {"order_id": 4821, "status": "shipped", "total": 129.9, "tracking_number": None},
+            {"order_id": 4822, "status": "pending", "total": 54.0, "tracking_number": "1Z99A"},
+        ]
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def detector() -> LocalFactuality:
+    return LocalFactuality()
+
+
+def judge(detector: LocalFactuality, context: str, answer: str, question: str = "") -> EvalResult:
+    return detector.evaluate_batch([EvalCase(input=question, contexts=[context], output=answer)])[0]
+
+
+def checks(result: EvalResult) -> set[str]:
+    return {finding["check"] for finding in result.raw["findings"]}
+
+
+FAITHFUL = [
+    (SHIPPING, "Express delivery gets there the next day for 9.90 euros."),
+    (SHIPPING, "If you order before 2 p.m., it ships on the same day."),
+    (SHIPPING, "Standard shipping takes three to five working days."),
+    (LEASE, "The deposit, 4,800 pounds, is returned within ten days after the Term ends."),
+    (NDA, "Confidentiality lasts three years from disclosure."),
+    (
+        ORDERS,
+        "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("context", "answer"), FAITHFUL)
+def test_a_faithful_restatement_has_no_finding(
+    detector: LocalFactuality, context: str, answer: str
+) -> None:
+    result = judge(detector, context, answer)
+    assert result.raw["findings"] == []
+
+
+WRONG = [
+    ("number", SHIPPING, "Express delivery arrives the next day and costs 12.90 euros."),
+    ("number", SHIPPING, "Standard delivery takes five to eight working days."),
+    ("number", LEASE, "The deposit of 4,800 pounds is returned within 30 days of the Term's end."),
+    ("name", LEASE, "The deposit is held by Brightwell Estates."),
+    ("negation", SHIPPING, "Returns are not free within 30 days."),
+    ("direction", SHIPPING, "Orders placed after 2 pm ship the same day."),
+    ("roles", NDA, "On request, the disclosing party must return all Confidential Information."),
+    ("number", ORDERS, "Order 4821 has shipped and its total is 54.00."),
+    ("code", ORDERS, "Order 4821 has shipped; its tracking number is 1Z99A."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("check", "context", "answer"), WRONG)
+def test_a_wrong_fact_is_found_and_explained(
+    detector: LocalFactuality, check: str, context: str, answer: str
+) -> None:
+    result = judge(detector, context, answer)
+    assert check in checks(result), result.raw["findings"]
+    if result.label == "hallucinated":
+        reason = next(f["reason"] for f in result.raw["findings"] if f["check"] == check)
+        assert reason in result.explanation
+
+
+def test_a_value_from_elsewhere_in_the_contexts_is_told_apart_from_an_invented_one(
+    detector: LocalFactuality,
+) -> None:
+    elsewhere = judge(detector, SHIPPING, "Standard delivery costs 9.90 euros.")
+    invented = judge(detector, SHIPPING, "Standard delivery costs 7.50 euros.")
+    assert [f["reason"] for f in elsewhere.raw["findings"]] == [
+        "'9.90' is in the contexts, but not where this is said"
+    ]
+    assert [f["reason"] for f in invented.raw["findings"]] == ["'7.50' is in no context"]
+
+
+def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) -> None:
+    result = judge(
+        detector,
+        SHIPPING,
+        "Yes. Returns are free within 30 days. Hope this helps!",
+        question="Are returns free?",
+    )
+    assert result.raw["sentence_scores"][0] == 0.0 and result.raw["sentence_scores"][2] == 0.0
+    assert result.label == "factual"
+
+
+def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactuality) -> None:
+    result = judge(
+        detector,
+        SHIPPING,
+        "For your 3 items, Maria, standard delivery takes 3 to 5 working days.",
+        question="Hi, I'm Maria and I'm ordering 3 items. How long is standard delivery?",
+    )
+    assert result.raw["findings"] == []
