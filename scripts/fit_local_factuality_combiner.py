@@ -1,32 +1,40 @@
-"""Fit LocalFactuality's combiner and threshold; the last step after training the model.
+"""Fit LocalFactuality's combiner, calibration and threshold on production-style tuning data.
 
-    python scripts/fit_local_factuality_combiner.py --data ../shared/data \
-        --model src/tracefact/models/local_factuality
+    python scripts/fit_local_factuality_combiner.py --tune SYNTH/tune.jsonl \
+        --data ../shared/data --model src/tracefact/models/local_factuality
 
-The model (``scripts/train_local_factuality.py``) gives one logit per answer sentence.
-Alone it leans on the answer's style, which HaluEval rewards, and misses literal
-mismatches. The combiner is a logistic regression over that logit and the alignment
-features of ``tracefact.evaluators.local.alignment``, max-pooled over sentences (an answer is
-as unsupported as its worst sentence). It is fitted on HaluEval train items the model
-never saw (the tail of the training script's shuffle), each used several ways: the
-faithful and the hallucinated answer; the faithful answer against another item's context;
-the faithful answer with one name or number swapped for another from the same context;
-sentences copied from the context (for QA the one holding the answer) and their swapped
-form. The threshold is chosen on scores as the evaluator gives them, a sentence copied from
-the contexts capped at ``copied_score`` (a setting kept from config.json); it
-maximises the mean balanced accuracy over the dev files and contrast sets built from
-dev with a seed unlike the reported ones. Writes ``weights``, ``bias`` and
-``threshold`` into the model's config.json. Needs numpy and the runtime only.
+``SYNTH/tune.jsonl`` comes from ``scripts/factuality_synth.py``: documents the model was
+never trained on, answers written as assistants write them, a label per sentence. Through
+the shipped int8 runtime (what users run):
+
+1. per answer sentence, the feature row (`alignment.FEATURES`: the model's logit and the
+   explicit checks);
+2. a logistic regression of the sentence's label on that row (L2, Newton steps): the
+   per-sentence combiner, fitted on the production-style sentences only;
+3. Platt scaling of the answer's worst sentence together with the answer's shape
+   (`config.CASE_FEATURES`) against the answer's label: the score becomes a calibrated
+   probability of hallucination (reliability table and expected calibration error
+   printed). The shape terms are also fitted on a balanced sample of HaluEval *train*
+   answers (``--data``): summaries of one long document and dialogue turns, shapes the
+   tuning data lacks, where the worst of several sentence scores runs higher by chance.
+   Within a HaluEval task both labels share the shape, so these terms cannot learn its
+   answer-style shortcut;
+4. the threshold where balanced accuracy peaks on both sets together.
+
+Writes ``weights``, ``bias``, ``calibration``, ``threshold`` and ``features`` into the
+model's ``config.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import gzip
+import itertools
 import json
+import math
 import random
 import sys
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,271 +42,234 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import local_factuality_contrast as lfc  # noqa: E402
 
 from tracefact.evaluators.base import EvalCase  # noqa: E402
-from tracefact.evaluators.confusion import Confusion  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
-from tracefact.evaluators.local.alignment import FEATURES, copied_shares  # noqa: E402
-from tracefact.evaluators.local.windows import split_sentences  # noqa: E402
-
-TRAIN_SEED = 7  # the training script's shuffle, so its tail is items the model never saw
-TUNE_ITEMS = 150  # the training script's held-out head
-Example = tuple[str, EvalCase, int]
+from tracefact.evaluators.local.alignment import FEATURES  # noqa: E402
+from tracefact.evaluators.local.config import CASE_FEATURES, case_row  # noqa: E402
 
 
-def training_items(data: Path, counts: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
-    """Per task, the last ``counts[task]`` items of the training script's shuffle."""
-    rng = random.Random(TRAIN_SEED)
-    tails: dict[str, list[dict[str, Any]]] = {}
-    for task in lfc.TASKS:  # same order of shuffles as the training script
-        task_items = lfc.load_items(data, task, "train")
-        rng.shuffle(task_items)
-        tails[task] = task_items[TUNE_ITEMS:][-counts[task] :]
-    return tails
-
-
-def case(item: dict[str, Any], output: str, contexts: list[str] | None = None) -> EvalCase:
-    contexts = item["contexts"] if contexts is None else contexts
-    return EvalCase(input=item["input"], contexts=contexts, output=output)
-
-
-def examples(items: list[dict[str, Any]], task: str, rng: random.Random) -> Iterator[Example]:
-    """Each item as a HaluEval pair, a context swap, a minimal edit, and a copied answer.
-
-    The copied answer comes with its minimal edit too (label 1 = hallucinated).
-    """
-    for index, item in enumerate(items):
-        context = " ".join(item["contexts"])
-        other = items[(index + 1 + rng.randrange(len(items) - 1)) % len(items)]
-        yield task, case(item, item["faithful"]), 0
-        yield task, case(item, item["hallucinated"]), 1
-        yield task, case(item, item["faithful"], other["contexts"]), 1
-        edited = lfc.swap_entity(item["faithful"], context, rng)
-        if edited is not None:
-            yield task, case(item, edited[0]), 1
-        copied = copied_answer(item, task, rng)
-        if copied is not None:
-            yield task, case(item, copied), 0
-            edited = lfc.swap_entity(copied, context, rng)
-            if edited is not None:
-                yield task, case(item, edited[0]), 1
-
-
-def copied_answer(item: dict[str, Any], task: str, rng: random.Random) -> str | None:
-    """A faithful answer in the style HaluEval lacks: sentences taken from the context.
-
-    For QA the sentence that holds the answer; otherwise one to three consecutive
-    context sentences. Without these the combiner learns that a fluent full sentence is
-    suspect, because HaluEval's faithful QA answers are short spans.
-    """
-    sentences = split_sentences(" ".join(item["contexts"]))
-    if task == "qa":
-        answer = item["faithful"].lower()
-        holders = [s for s in sentences if len(answer) > 2 and answer in s.lower()]
-        return rng.choice(holders) if holders else None
-    if not sentences:
-        return None
-    start = rng.randrange(len(sentences))
-    return " ".join(sentences[start : start + rng.randint(1, 3)])
-
-
-def tuning_sets(data: Path, per_task: int, seed: int) -> dict[str, list[Example]]:
-    """Dev records and contrast sets from dev (a seed unlike the reported sets')."""
-    sets: dict[str, list[Example]] = {}
-    for name, rows in lfc.build(data, per_task, seed).items():
-        sets[name] = [
-            (
-                name,
-                EvalCase(input=r["input"], contexts=r["contexts"], output=r["output"]),
-                int(r["hallucinated"]),
-            )
-            for r in rows
-        ]
-    for task, stem in lfc.TASKS.items():
-        rows = lfc.load(data / f"{stem}_dev.jsonl")
-        random.Random(f"{seed}-dev-{task}").shuffle(rows)
-        sets[f"dev_{task}"] = [
-            (
-                task,
-                EvalCase(input=r["input"], contexts=r["contexts"], output=r["output"]),
-                int(r["hallucinated"]),
-            )
-            for r in rows[: 2 * per_task]
-        ]
-    return sets
-
-
-def model_fingerprint(directory: Path) -> str:
-    """Hash of the model files and settings bar the combiner's: what the rows depend on."""
-    settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    for fitted in ("features", "weights", "bias", "threshold", "copied_share", "copied_score"):
-        settings.pop(fitted, None)
-    digest = hashlib.sha256(json.dumps([FEATURES, settings], sort_keys=True).encode())
-    for name in ("model.onnx", "tokenizer.json"):
-        digest.update((directory / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def evidence_rows(
-    detector: LocalFactuality, batch: list[Example], cache: Path
-) -> list[list[list[float]]]:
-    """Feature rows per case, cached on disk by case (the model is the slow part).
-
-    The cache file is named by `model_fingerprint`, so stale rows are never reused.
-    """
-    stored: dict[str, list[list[float]]] = {}
-    if cache.exists():
-        with cache.open(encoding="utf-8") as handle:
-            for line in handle:
-                key, rows = json.loads(line)
-                stored[key] = rows
-    keys = [
-        hashlib.sha256(example.model_dump_json().encode()).hexdigest() for _, example, _ in batch
-    ]
-    missing = [i for i, key in enumerate(keys) if key not in stored]
-    with cache.open("a", encoding="utf-8") as handle:
-        for start in range(0, len(missing), 32):
-            chunk = missing[start : start + 32]
-            for index, item in zip(
-                chunk, detector.sentence_evidence([batch[i][1] for i in chunk]), strict=True
-            ):
-                stored[keys[index]] = item.rows
-                handle.write(json.dumps([keys[index], item.rows]) + "\n")
-            print(f"\r{cache.name}: {start + len(chunk)}/{len(missing)}", end="", flush=True)
-    if missing:
-        print()
-    return [stored[key] for key in keys]
-
-
-def fit(
-    rows: list[list[list[float]]], labels: np.ndarray, weights: np.ndarray, l2: float
-) -> tuple[np.ndarray, float]:
-    """Max-pooled logistic regression by projected Adam, weights >= 0.
-
-    Case logit = max over sentences of w.x + b.
-    """
-    features = np.array([r for case_rows in rows for r in case_rows], dtype=np.float64)
-    owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
-    w = np.zeros(features.shape[1])
-    w[0] = 1.0
-    b = 0.0
-    moments = [np.zeros(features.shape[1] + 1), np.zeros(features.shape[1] + 1)]
-    for step in range(1, 3001):
-        z = features @ w + b
-        order = np.lexsort((z, owner))  # by case, then by logit: last of each case = max
-        last = np.r_[np.nonzero(np.diff(owner[order]))[0], len(order) - 1]
-        top = order[last]
-        p = 1.0 / (1.0 + np.exp(-z[top]))
-        residual = (p - labels) * weights / weights.sum()
-        grad = np.r_[features[top].T @ residual + l2 * w, residual.sum()]
-        moments[0] = 0.9 * moments[0] + 0.1 * grad
-        moments[1] = 0.999 * moments[1] + 0.001 * grad**2
-        update = (
-            0.05 * (moments[0] / (1 - 0.9**step)) / (np.sqrt(moments[1] / (1 - 0.999**step)) + 1e-8)
-        )
-        # Monotone by construction: more missing evidence never lowers the score.
-        w = np.maximum(w - update[:-1], 0.0)
-        b -= update[-1]
-    return w, float(b)
-
-
-def scores(rows: list[list[list[float]]], w: np.ndarray, b: float) -> np.ndarray:
-    return np.array([1.0 / (1.0 + np.exp(-(np.max(np.array(r) @ w) + b))) for r in rows])
-
-
-def capped_scores(
-    rows: list[list[list[float]]], w: np.ndarray, b: float, batch: list[Example], config: Any
+def logistic(
+    x: np.ndarray, y: np.ndarray, l2: float, weights: np.ndarray | None = None
 ) -> np.ndarray:
-    """`scores` as `LocalFactuality` gives them, copied sentences capped.
-
-    A sentence copied from the contexts (``copied_share`` of it or more) scores at most
-    ``copied_score``.
-    """
-    share = config.get("copied_share", 1.0)
-    cap = config.get("copied_score", 1.0)
-    out = []
-    for case_rows, (_, example, _) in zip(rows, batch, strict=True):
-        logits = np.array(case_rows) @ w + b
-        values = 1.0 / (1.0 + np.exp(-logits))
-        copied = copied_shares(example.contexts, split_sentences(example.output))
-        pairs = zip(values, copied, strict=True)
-        out.append(max(min(v, cap) if c >= share else v for v, c in pairs))
-    return np.array(out)
+    """Weights (bias last) of an L2-regularised logistic regression, by Newton's method."""
+    design = np.hstack([x, np.ones((len(x), 1))])
+    sample = np.ones(len(x)) if weights is None else weights
+    beta = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], l2)
+    penalty[-1] = 0.0
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-design @ beta))
+        gradient = design.T @ (sample * (p - y)) + penalty * beta
+        hessian = (design * (sample * p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
 
 
 def balanced_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
-    return Confusion.of(zip(labels == 1, predicted, strict=True)).balanced_accuracy
+    positives, negatives = labels == 1, labels == 0
+    recall = float(predicted[positives].mean()) if positives.any() else 0.0
+    specificity = float((1 - predicted[negatives]).mean()) if negatives.any() else 0.0
+    return (recall + specificity) / 2
+
+
+def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    best = (0.0, 0.5)
+    for threshold in np.linspace(0.05, 0.95, 181):
+        ba = balanced_accuracy(labels, (scores >= threshold).astype(float))
+        if ba > best[0] + 1e-12:
+            best = (ba, float(threshold))
+    return best
+
+
+def cascade_band(
+    scores: np.ndarray, labels: np.ndarray, error: float = 0.05
+) -> tuple[float, float, float, float]:
+    """The uncertain band to escalate to a judge (`Cascade`).
+
+    Below ``low`` at most ``error`` of the answers are hallucinated, at or above ``high``
+    at least 1 - ``error`` are; returned with the share of answers kept outside the band
+    and how many of those the local verdict gets right.
+    """
+    grid = np.linspace(0.0, 1.0, 101)
+    low = max(
+        (t for t in grid if (scores < t).any() and labels[scores < t].mean() <= error), default=0.0
+    )
+    high = min(
+        (t for t in grid if (scores >= t).any() and labels[scores >= t].mean() >= 1 - error),
+        default=1.0,
+    )
+    outside = (scores < low) | (scores >= high)
+    right = float(((scores >= high) == (labels == 1))[outside].mean()) if outside.any() else 0.0
+    return float(low), float(high), float(outside.mean()), right
+
+
+def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> tuple[float, list[str]]:
+    """Expected calibration error and a table of the bins."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    error, lines = 0.0, []
+    for low, high in itertools.pairwise(edges):
+        inside = (scores >= low) & ((scores < high) | (high == 1.0))
+        if not inside.any():
+            continue
+        mean_score, rate = float(scores[inside].mean()), float(labels[inside].mean())
+        error += inside.mean() * abs(mean_score - rate)
+        lines.append(
+            f"| {low:.1f}-{high:.1f} | {int(inside.sum())} | {mean_score:.3f} | {rate:.3f} |"
+        )
+    return float(error), lines
+
+
+@dataclass
+class Answers:
+    """Answers read through the shipped runtime: per answer, its sentences' feature rows."""
+
+    rows: list[list[list[float]]]
+    sentence_labels: list[list[int]]
+    judged: list[list[bool]]
+    questions: list[str]
+    labels: np.ndarray
+    """1.0 for a hallucinated answer."""
+
+
+def read_answers(model: LocalFactuality, records: list[dict[str, Any]]) -> Answers:
+    cases = [
+        EvalCase(input=r["input"], contexts=r["contexts"], output=r["output"]) for r in records
+    ]
+    answers = Answers([], [], [], [r["input"] for r in records], np.array([]))
+    for start in range(0, len(cases), 64):
+        for record, evidence in zip(
+            records[start : start + 64],
+            model.sentence_evidence(cases[start : start + 64]),
+            strict=True,
+        ):
+            answers.rows.append(evidence.rows)
+            answers.sentence_labels.append(record.get("sentence_labels", []))
+            answers.judged.append([item.judged for item in evidence.supports])
+    answers.labels = np.array([float(r["label"] == "hallucinated") for r in records])
+    return answers
+
+
+def halueval_sample(data: Path, per_task: int, seed: int) -> list[dict[str, Any]]:
+    """Balanced HaluEval train answers per task, for the calibration's shape terms only."""
+    rng = random.Random(seed)
+    sample = []
+    for task in ("qa", "summarization", "dialogue"):
+        with gzip.open(data / f"halueval_{task}_train.jsonl.gz", "rt", encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        records.reverse()  # the training script draws from the head of its own shuffle
+        rng.shuffle(records)
+        usable = [
+            r for r in records if r["output"].strip() and any(c.strip() for c in r["contexts"])
+        ]
+        for hallucinated in (True, False):
+            chosen = [r for r in usable if r["hallucinated"] is hallucinated][: per_task // 2]
+            sample += [
+                {**r, "label": "hallucinated" if hallucinated else "factual"} for r in chosen
+            ]
+    return sample
+
+
+def sentence_combiner(answers: Answers, l2: float) -> tuple[np.ndarray, float]:
+    """The per-sentence logistic regression, on sentences with their own labels."""
+    x, y = [], []
+    for rows, labels, judged in zip(
+        answers.rows, answers.sentence_labels, answers.judged, strict=True
+    ):
+        if len(labels) != len(rows):
+            continue
+        for row, label, keep in zip(rows, labels, judged, strict=True):
+            if keep:
+                x.append(row)
+                y.append(float(label))
+    beta = logistic(np.array(x), np.array(y), l2)
+    return beta[:-1], float(beta[-1])
+
+
+def case_design(answers: Answers, weights: np.ndarray, bias: float) -> np.ndarray:
+    """`case_row` per answer: its worst sentence's combined logit and its shape."""
+    design = []
+    for rows, judged, question in zip(answers.rows, answers.judged, answers.questions, strict=True):
+        raws = [
+            bias + float(np.dot(weights, row))
+            for row, keep in zip(rows, judged, strict=True)
+            if keep
+        ]
+        design.append(case_row(max(raws, default=-10.0), len(raws), question))
+    return np.array(design)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, required=True, help="HaluEval data directory")
-    parser.add_argument("--model", type=Path, required=True, help="model directory to update")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/local_factuality_combiner"))
-    parser.add_argument("--items", type=int, default=700, help="train items per task")
-    parser.add_argument(
-        "--summary-items", type=int, default=250, help="train items for summaries (slow)"
-    )
-    parser.add_argument("--tune-per-task", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=29)
-    parser.add_argument("--l2", type=float, default=1e-3)
+    parser.add_argument("--tune", type=Path, required=True)
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--data", type=Path, required=True, help="the shared data (HaluEval train)")
+    parser.add_argument("--halueval", type=int, default=400, help="HaluEval answers per task")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--l2", type=float, default=1.0)
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    detector = LocalFactuality(model_path=args.model)
-    fingerprint = model_fingerprint(args.model)
-
-    train: list[Example] = []
-    counts = {task: args.items for task in lfc.TASKS} | {"summarization": args.summary_items}
-    for task, items in training_items(args.data, counts).items():
-        train.extend(examples(items, task, random.Random(f"{args.seed}-{task}")))
-    rows = evidence_rows(detector, train, args.work / f"train-{fingerprint}.jsonl")
-    labels = np.array([label for _, _, label in train], dtype=np.float64)
-    groups = [f"{task}-{label}" for task, _, label in train]
-    counts = {group: groups.count(group) for group in set(groups)}
-    weights = np.array([1.0 / counts[group] for group in groups])  # tasks and labels equal
-    w, b = fit(rows, labels, weights, args.l2)
-    print(
-        "weights:", dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True)), "bias", round(b, 3)
-    )
-
-    config_path = args.model / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    tuning = tuning_sets(args.data, args.tune_per_task, args.seed)
-    tuned = {
-        name: (
-            capped_scores(
-                evidence_rows(detector, examples_, args.work / f"{name}-{fingerprint}.jsonl"),
-                w,
-                b,
-                examples_,
-                config,
-            ),
-            np.array([label for _, _, label in examples_]),
+    model = LocalFactuality(model_path=args.model)
+    tune = read_answers(model, read_jsonl(args.tune))
+    shapes = read_answers(model, halueval_sample(args.data, args.halueval, args.seed))
+    weights, bias = sentence_combiner(tune, args.l2)
+    design = np.vstack([case_design(tune, weights, bias), case_design(shapes, weights, bias)])
+    case_labels = np.concatenate([tune.labels, shapes.labels])
+    beta = logistic(design, case_labels, 1e-3)
+    scores = 1 / (1 + np.exp(-(design @ beta[:-1] + beta[-1])))
+    _, threshold = best_threshold(scores, case_labels)
+    ece, table = reliability(scores, case_labels)
+    print("| feature | weight |\n|---|---|")
+    for name, weight in zip(FEATURES, weights, strict=True):
+        print(f"| {name} | {weight:+.3f} |")
+    print(f"bias {bias:+.3f}")
+    print("| calibration input | weight |\n|---|---|")
+    for name, weight in zip((*CASE_FEATURES, "intercept"), beta, strict=True):
+        print(f"| {name} | {weight:+.3f} |")
+    for name, part in (
+        (args.tune.name, slice(0, len(tune.labels))),
+        ("HaluEval train sample", slice(len(tune.labels), None)),
+        ("both", slice(None)),
+    ):
+        predicted = (scores[part] >= threshold).astype(float)
+        labels = case_labels[part]
+        print(
+            f"{name}: {len(labels)} answers, balanced accuracy "
+            f"{balanced_accuracy(labels, predicted):.3f} at threshold {threshold:.3f}; caught "
+            f"{predicted[labels == 1].mean():.3f}, kept {1 - predicted[labels == 0].mean():.3f}"
         )
-        for name, examples_ in tuning.items()
-    }
-    grid = np.round(np.arange(0.05, 0.96, 0.01), 2)
-    mean_ba = [np.mean([balanced_accuracy(y, s >= t) for s, y in tuned.values()]) for t in grid]
-    threshold = float(grid[int(np.argmax(mean_ba))])
-    for name, (s, y) in tuned.items():
-        print(f"{name:<28} balanced accuracy {balanced_accuracy(y, s >= threshold):.3f}")
-    print(f"threshold {threshold} (mean balanced accuracy {max(mean_ba):.3f})")
-
-    config.pop("calibration_a", None)
-    config.pop("calibration_b", None)
-    config.update(
-        features=list(FEATURES),
-        weights=[round(float(x), 6) for x in w],
-        bias=round(b, 6),
-        threshold=threshold,
+    print(f"expected calibration error {ece:.4f}")
+    print("| bin | n | mean score | hallucinated |\n|---|---|---|---|")
+    print("\n".join(table))
+    low, high, kept, right = cascade_band(scores, case_labels)
+    print(
+        f"Cascade band ({low:.2f}, {high:.2f}): the local verdict stands on {kept:.0%} of the "
+        f"tuning answers, {right:.1%} of them right; the rest go to the judge"
     )
-    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {config_path}")
+    path = args.model / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.update(
+        weights=[round(float(w), 6) for w in weights],
+        bias=round(bias, 6),
+        calibration=[round(float(v), 6) for v in beta],
+        threshold=round(threshold, 4),
+        features=list(FEATURES),
+        tuned_on=f"{args.tune.name}: {len(tune.labels)} production-style answers "
+        f"(scripts/factuality_synth.py); calibration also on {len(shapes.labels)} HaluEval "
+        "train answers, for its shape terms",
+    )
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if not all(math.isfinite(v) for v in config["weights"] + config["calibration"]):
+        raise SystemExit("the fit diverged")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,28 @@
-"""Evaluate LocalFactuality on the dev files, the contrast sets and a context-blind control.
+"""Evaluate LocalFactuality: production-style sets per kind, HaluEval dev, contrast sets.
 
-    python scripts/local_factuality_eval.py --data ../shared/data --contrast DIR [--model DIR]
+    python scripts/local_factuality_eval.py --data ../shared/data --contrast DIR \
+        [--production ../shared/data/realistic_dev.jsonl --production DEVSET.jsonl] \
+        [--model DIR] [--json OUT]
 
-DIR holds the contrast sets written by ``scripts/local_factuality_contrast.py``. Prints a
-markdown table of balanced accuracy and F1 (hallucinated = positive) for:
-- the model;
-- the same model with every context blanked (must be ~0.5 on the contrast sets);
-- a word-overlap baseline: share of the answer's content words absent from the contexts,
-  threshold tuned per task on the train file.
+- ``--production`` files (the fields of ``realistic_dev.jsonl``: ``label``, ``kind``, and
+  optionally ``evidence``): balanced accuracy, the share of hallucinations caught and of
+  factual answers kept, per kind and per evidence type, with a word-overlap baseline (its
+  threshold tuned on the same file, so an upper bound for it), the reliability table and
+  the expected calibration error of the scores, and cases per second (one case per call,
+  median).
+- HaluEval dev files and the contrast sets of ``scripts/local_factuality_contrast.py``
+  (``DIR``): balanced accuracy and F1, the same with every context blanked (must be about
+  0.5 on the contrast sets), and the overlap baseline tuned on the train file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import local_factuality_contrast as lfc  # noqa: E402
 
-from tracefact.evaluators.base import EvalCase  # noqa: E402
+from tracefact.evaluators.base import EvalCase, EvalResult  # noqa: E402
 from tracefact.evaluators.confusion import Confusion  # noqa: E402
 from tracefact.evaluators.lexical import content_words  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
@@ -33,10 +40,8 @@ from tracefact.evaluators.local import LocalFactuality  # noqa: E402
 TASK_OF = {"QA": "qa", "Summary": "summarization", "dialogue": "dialogue"}
 
 
-def metrics(labels: list[int], predicted: list[int]) -> tuple[float, float]:
-    """Balanced accuracy and F1, hallucinated being positive."""
-    confusion = Confusion.of(zip(map(bool, labels), map(bool, predicted), strict=True))
-    return confusion.balanced_accuracy, confusion.f1
+def confusion(labels: list[bool], predicted: list[bool]) -> Confusion:
+    return Confusion.of(zip(labels, predicted, strict=True))
 
 
 def overlap_score(row: dict[str, Any]) -> float:
@@ -49,109 +54,157 @@ def overlap_score(row: dict[str, Any]) -> float:
     return sum(1 for word in words if word not in known) / len(words)
 
 
-def tune_overlap(rows: list[dict[str, Any]]) -> float:
+def tune_overlap(rows: list[dict[str, Any]], labels: list[bool]) -> float:
     scores = [overlap_score(r) for r in rows]
-    labels = [int(r["hallucinated"]) for r in rows]
     best = (-1.0, 0.5)
     for step in range(0, 101):
         threshold = step / 100
-        ba, _ = metrics(labels, [int(s > threshold) for s in scores])
+        ba = confusion(labels, [s > threshold for s in scores]).balanced_accuracy
         if ba > best[0]:
             best = (ba, threshold)
     return best[1]
 
 
-def model_predictions(
-    evaluator: LocalFactuality, rows: list[dict[str, Any]], blind: bool
-) -> list[int]:
+def judge(
+    evaluator: LocalFactuality, rows: list[dict[str, Any]], blind: bool = False
+) -> list[EvalResult]:
     cases = [
         EvalCase(input=r["input"], contexts=["."] if blind else r["contexts"], output=r["output"])
         for r in rows
     ]
-    predicted: list[int] = []
+    results: list[EvalResult] = []
     for start in range(0, len(cases), 64):
-        results = evaluator.evaluate_batch(cases[start : start + 64])
-        predicted += [int(result.label == "hallucinated") for result in results]
-    return predicted
+        results += evaluator.evaluate_batch(cases[start : start + 64])
+    return results
+
+
+def ece(
+    scores: list[float], labels: list[bool]
+) -> tuple[float, list[tuple[str, int, float, float]]]:
+    bins: dict[int, list[tuple[float, bool]]] = defaultdict(list)
+    for score, label in zip(scores, labels, strict=True):
+        bins[min(int(score * 10), 9)].append((score, label))
+    error, table = 0.0, []
+    for index in sorted(bins):
+        members = bins[index]
+        mean = statistics.fmean(s for s, _ in members)
+        rate = statistics.fmean(float(lab) for _, lab in members)
+        error += len(members) / len(scores) * abs(mean - rate)
+        table.append((f"{index / 10:.1f}-{(index + 1) / 10:.1f}", len(members), mean, rate))
+    return error, table
+
+
+def production(evaluator: LocalFactuality, path: Path) -> dict[str, Any]:
+    rows = [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    labels = [r["label"] == "hallucinated" for r in rows]
+    timings = []
+    results = []
+    for row in rows:
+        started = time.perf_counter()
+        results += judge(evaluator, [row])
+        timings.append(time.perf_counter() - started)
+    predicted = [r.label == "hallucinated" for r in results]
+    threshold = tune_overlap(rows, labels)
+    overlap = [overlap_score(r) > threshold for r in rows]
+    print(f"\n### {path.name}: {len(rows)} cases\n")
+    print("| group | n | BA | caught | kept | overlap BA |\n|---|---|---|---|---|---|")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        groups["all"].append(index)
+        if "evidence" in row:
+            groups[f"evidence {row['evidence']}"].append(index)
+    summary: dict[str, Any] = {}
+    for name, members in groups.items():
+        sub = confusion([labels[i] for i in members], [predicted[i] for i in members])
+        lex = confusion([labels[i] for i in members], [overlap[i] for i in members])
+        summary[name] = {"n": len(members), "ba": sub.balanced_accuracy, "caught": sub.recall,
+                         "kept": sub.specificity, "overlap_ba": lex.balanced_accuracy}  # fmt: skip
+        print(f"| {name} | {len(members)} | {sub.balanced_accuracy:.3f} | {sub.recall:.3f} | "
+              f"{sub.specificity:.3f} | {lex.balanced_accuracy:.3f} |")  # fmt: skip
+    print("\n| label | kind | n | right | overlap right |\n|---|---|---|---|---|")
+    kinds: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        kinds[
+            (
+                row["label"],
+                row.get("evidence", "") + (" " if "evidence" in row else "") + row["kind"],
+            )
+        ].append(index)
+    for (label, kind), members in sorted(kinds.items()):
+        right = sum(predicted[i] == labels[i] for i in members)
+        lex = sum(overlap[i] == labels[i] for i in members)
+        summary[f"{label} {kind}"] = {"n": len(members), "right": right, "overlap_right": lex}
+        share, lex_share = right / len(members), lex / len(members)
+        print(f"| {label} | {kind} | {len(members)} | {share:.0%} | {lex_share:.0%} |")
+    error, table = ece([r.score for r in results], labels)
+    print(f"\nexpected calibration error {error:.3f}\n")
+    print("| score | n | mean score | hallucinated |\n|---|---|---|---|")
+    for name, count, mean, rate in table:
+        print(f"| {name} | {count} | {mean:.3f} | {rate:.3f} |")
+    median = statistics.median(timings)
+    print(f"\nmedian case {median * 1000:.1f} ms: {1 / median:.1f} cases/s (one case per call)")
+    summary.update(ece=error, cases_per_second=1 / median)
+    return summary
+
+
+def halueval(evaluator: LocalFactuality, data: Path, contrast: Path, limit: int) -> dict[str, Any]:
+    thresholds = {}
+    for task, stem in lfc.TASKS.items():
+        train = lfc.load(data / f"{stem}_train.jsonl.gz")
+        thresholds[task] = tune_overlap(train, [bool(r["hallucinated"]) for r in train])
+    files: dict[str, list[dict[str, Any]]] = {}
+    for task, stem in lfc.TASKS.items():
+        files[f"dev {task}"] = lfc.load(data / f"{stem}_dev.jsonl")
+    for kind in ("context_swap", "minimal_edit"):
+        for task in lfc.TASKS:
+            files[f"{kind} {task}"] = lfc.load(contrast / f"{kind}_{task}.jsonl")
+    results: dict[str, Any] = {}
+    print("\n| set | n | BA | F1 | blind BA | overlap BA |\n|---|---|---|---|---|---|")
+    for name, rows in files.items():
+        rows = rows[:limit] if limit else rows
+        labels = [bool(r["hallucinated"]) for r in rows]
+        model = confusion(labels, [r.label == "hallucinated" for r in judge(evaluator, rows)])
+        blind = confusion(
+            labels, [r.label == "hallucinated" for r in judge(evaluator, rows, blind=True)]
+        )
+        lexical = confusion(
+            labels, [overlap_score(r) > thresholds[TASK_OF[r["task"]]] for r in rows]
+        )
+        figures = {
+            "ba": model.balanced_accuracy,
+            "f1": model.f1,
+            "blind_ba": blind.balanced_accuracy,
+            "overlap_ba": lexical.balanced_accuracy,
+        }
+        results[name] = {"n": len(rows), **figures}
+        print(
+            f"| {name} | {len(rows)} | " + " | ".join(f"{v:.3f}" for v in figures.values()) + " |"
+        )
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--contrast", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=None, help="the shared data (HaluEval dev)")
+    parser.add_argument("--contrast", type=Path, default=None)
+    parser.add_argument("--production", type=Path, action="append", default=[])
     parser.add_argument("--model", type=Path, default=None)
-    parser.add_argument("--limit", type=int, default=0, help="records per file (0 = all)")
+    parser.add_argument("--limit", type=int, default=0, help="records per HaluEval file (0 = all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
-
     evaluator = LocalFactuality(model_path=args.model) if args.model else LocalFactuality()
-    thresholds = {
-        task: tune_overlap(lfc.load(args.data / f"{stem}_train.jsonl.gz"))
-        for task, stem in lfc.TASKS.items()
-    }
-    files: dict[str, list[dict[str, Any]]] = {}
-    for task, stem in lfc.TASKS.items():
-        files[f"dev {task}"] = lfc.load(args.data / f"{stem}_dev.jsonl")
-    for kind in ("context_swap", "minimal_edit"):
-        for task in lfc.TASKS:
-            files[f"{kind} {task}"] = lfc.load(args.contrast / f"{kind}_{task}.jsonl")
-    results: dict[str, dict[str, float]] = {}
-    pooled: dict[str, dict[str, list[int]]] = {}
-    print("| set | n | model BA | model F1 | blind BA | overlap BA | overlap F1 |")
-    print("|---|---|---|---|---|---|---|")
-    for name, rows in files.items():
-        if args.limit:
-            rows = rows[: args.limit]
-        started = time.time()
-        labels = [int(r["hallucinated"]) for r in rows]
-        predicted = model_predictions(evaluator, rows, blind=False)
-        blind = model_predictions(evaluator, rows, blind=True)
-        lexical = [int(overlap_score(r) > thresholds[TASK_OF[r["task"]]]) for r in rows]
-        kind = name.split()[0]
-        bucket = pooled.setdefault(kind, {"labels": [], "model": [], "blind": [], "lexical": []})
-        for key, values in (
-            ("labels", labels),
-            ("model", predicted),
-            ("blind", blind),
-            ("lexical", lexical),
-        ):
-            bucket[key] += values
-        ba, f1 = metrics(labels, predicted)
-        blind_ba, _ = metrics(labels, blind)
-        lex_ba, lex_f1 = metrics(labels, lexical)
-        results[name] = {
-            "n": len(rows),
-            "ba": ba,
-            "f1": f1,
-            "blind_ba": blind_ba,
-            "overlap_ba": lex_ba,
-            "overlap_f1": lex_f1,
-            "seconds": time.time() - started,
-        }
-        row = (ba, f1, blind_ba, lex_ba, lex_f1)
-        print(f"| {name} | {len(rows)} | " + " | ".join(f"{v:.3f}" for v in row) + " |", flush=True)
-    for kind, bucket in pooled.items():
-        ba, f1 = metrics(bucket["labels"], bucket["model"])
-        blind_ba, _ = metrics(bucket["labels"], bucket["blind"])
-        lex_ba, lex_f1 = metrics(bucket["labels"], bucket["lexical"])
-        results[f"{kind} (pooled)"] = {
-            "n": len(bucket["labels"]),
-            "ba": ba,
-            "f1": f1,
-            "blind_ba": blind_ba,
-            "overlap_ba": lex_ba,
-            "overlap_f1": lex_f1,
-        }
-        row = (ba, f1, blind_ba, lex_ba, lex_f1)
-        size = len(bucket["labels"])
-        print(f"| {kind} (pooled) | {size} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
-    print(
-        f"overlap thresholds (tuned on train): {thresholds}; model threshold {evaluator.threshold}"
-    )
+    print(f"model {evaluator.describe().model}, threshold {evaluator.threshold:.3f}")
+    results: dict[str, Any] = {}
+    for path in args.production:
+        results[path.name] = production(evaluator, path)
+    if args.data and args.contrast:
+        results["halueval"] = halueval(evaluator, args.data, args.contrast, args.limit)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
