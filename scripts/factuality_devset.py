@@ -2510,19 +2510,9 @@ def perturbable(plan: ProsePlan, sources: Sources, seed: float) -> bool:
     )
 
 
-def allocate(n: int, kinds: Sequence[str], weights: Sequence[float]) -> list[str]:
-    """``n`` kinds in proportion to ``weights`` (largest remainders), in a fixed order."""
-    total = sum(weights)
-    exact = [n * w / total for w in weights]
-    counts = [int(x) for x in exact]
-    for i in sorted(range(len(kinds)), key=lambda i: counts[i] - exact[i])[: n - sum(counts)]:
-        counts[i] += 1
-    return [k for k, c in zip(kinds, counts, strict=True) for _ in range(c)]
-
-
 def matched_slots(n: int, rng: random.Random) -> list[tuple[str, str]]:
     """(label, base plan kind) per case: both labels get the very same mix of plan kinds."""
-    bases = allocate(n // 2, FACTUAL_PROSE_KINDS, FACTUAL_PROSE_WEIGHTS)
+    bases = tools.allocate(n // 2, FACTUAL_PROSE_KINDS, FACTUAL_PROSE_WEIGHTS)
     slots = [(FACTUAL, b) for b in bases] + [(HALLUCINATED, b) for b in bases]
     rng.shuffle(slots)
     return slots

@@ -23,7 +23,7 @@ import random
 import re
 import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1843,7 +1843,7 @@ def tool_perturbable(plan: ToolPlan, rng: random.Random) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def allocate(n: int, kinds: list[str], weights: list[float]) -> list[str]:
+def allocate(n: int, kinds: Sequence[str], weights: Sequence[float]) -> list[str]:
     """``n`` kinds in proportion to ``weights`` (largest remainders), in a fixed order."""
     total = sum(weights)
     exact = [n * w / total for w in weights]
