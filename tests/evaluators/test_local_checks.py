@@ -130,3 +130,45 @@ def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactu
         question="Hi, I'm Maria and I'm ordering 3 items. How long is standard delivery?",
     )
     assert result.raw["findings"] == []
+
+
+SERVICES = (
+    "Tool result (monitoring.get):\n"
+    "notifications-svc — state: down; error rate: 11.9; open incidents: 2\n"
+    "checkout-api — state: degraded; error rate: 0.1; open incidents: 3\n"
+    "billing-svc — state: healthy; error rate: 0.0; open incidents: 0\n"
+    "search-api — state: degraded; error rate: 0.3; open incidents: 1"
+)
+ACCOUNTS = (
+    "crm.get() ->\n"
+    "account | plan | seats | open opportunity\n"
+    "Bluefern Labs | team | 332 |\n"
+    "Quarry Systems | starter | 335 | 31 extra seats\n"
+    "Sable Systems | starter | 45 |\n"
+    "Sable Logistics | business | 234 |"
+)
+
+
+@pytest.mark.parametrize(
+    ("context", "counted", "miscounted"),
+    [
+        (
+            SERVICES,
+            "2 of the 4 services are degraded.",
+            "2 of the 5 services are degraded.",
+        ),
+        (
+            ACCOUNTS,
+            "Two of the 4 accounts are on the starter plan.",
+            "Three of the 4 accounts are on the starter plan.",
+        ),
+    ],
+    ids=["records-a-line", "table-with-empty-cells"],
+)
+def test_counts_over_a_tools_records_are_checked(
+    detector: LocalFactuality, context: str, counted: str, miscounted: str
+) -> None:
+    right = judge(detector, context, counted, question="Which ones are affected?")
+    wrong = judge(detector, context, miscounted, question="Which ones are affected?")
+    assert "number" not in checks(right)
+    assert "number" in checks(wrong)

@@ -132,22 +132,66 @@ _LABEL_CHARS = 80
 """Longest label a tool result may carry before its JSON."""
 _CELLS = re.compile(r"\s*\|\s*")
 _FIELD_LINE = re.compile(r"^[\w .\-/]{1,40}:\s*\S")
+_KEY = re.compile(r"[\w .\-/]{1,40}")
+_LEAST_FIELDS = 3
+"""Fields a line needs to read as a record rather than prose with colons in it."""
 
 
 def _table(lines: list[str]) -> list[str] | None:
-    """A pipe table (``sku | product | 168``), header first: one line per row."""
-    rows = [_CELLS.split(line.strip().strip("|")) for line in lines]
+    """A pipe table (``sku | product | 168``), header first: one line per row.
+
+    A row may leave its last cells empty (``Bluefern | team |``): they read as ``none``.
+    """
+    rows = [_cells(line) for line in lines]
     width = len(rows[0])
-    if len(rows) < 2 or width < 2 or any(len(row) != width for row in rows):
+    if len(rows) < 2 or width < 2 or any(len(row) > width for row in rows):
         return None
+    rows = [row + [""] * (width - len(row)) for row in rows]
     header, body = rows[0], rows[1:]
     if any(any(ch.isdigit() for ch in cell) for cell in header):
         return ["; ".join(row) for row in rows]
-    records = [dict(zip(header, row, strict=True)) for row in body]
-    lines_ = [
-        "; ".join(f"{_label([h])}: {cell}" for h, cell in record.items()) for record in records
-    ]
-    return [*lines_, _summary("", records)] if len(records) > 1 else lines_
+    records = [{h: cell or None for h, cell in zip(header, row, strict=True)} for row in body]
+    return _with_summary("", records)
+
+
+def _cells(line: str) -> list[str]:
+    """A table line's cells; a pipe at either end only closes the row."""
+    cells = _CELLS.split(line.strip())
+    if cells and not cells[0] and line.strip().startswith("|"):
+        cells = cells[1:]
+    if cells and not cells[-1] and line.strip().endswith("|"):
+        cells = cells[:-1] if len(cells) > 1 else cells
+    return cells
+
+
+def _field_records(lines: list[str]) -> list[str] | None:
+    """Records of fields, one a line, after an optional heading line; with a summary line.
+
+    ``checkout-api — state: degraded; p95 latency ms: 2233; on call: Hugo Costa``. None
+    unless there are at least two and every line but the heading is one.
+    """
+    heading = lines[:1] if _fields_of(lines[0]) is None else []
+    records = [_fields_of(line) for line in lines[len(heading) :]]
+    if len(records) < 2 or any(record is None for record in records):
+        return None
+    return heading + _with_summary("", [record for record in records if record is not None])
+
+
+def _fields_of(line: str) -> dict[str, Any] | None:
+    name, _, rest = line.strip().rpartition(" — ")
+    pairs = [part.partition(": ") for part in rest.split("; ")]
+    if len(pairs) < _LEAST_FIELDS or any(
+        not sep or not _KEY.fullmatch(key.strip()) for key, sep, _ in pairs
+    ):
+        return None
+    record: dict[str, Any] = {"name": name.strip()} if name.strip() else {}
+    record.update({key.strip(): value.strip() or None for key, _, value in pairs})
+    return record
+
+
+def _with_summary(label: str, records: list[dict[str, Any]]) -> list[str]:
+    lines = ["; ".join(f"{_label([k])}: {_scalar(v)}" for k, v in r.items()) for r in records]
+    return [*lines, _summary(label, records)] if len(records) > 1 else lines
 
 
 def _summary(label: str, records: list[dict[str, Any]]) -> str:
@@ -215,6 +259,9 @@ def readable(text: str) -> tuple[list[str], bool]:
         table = _table(lines[start : piped[-1] + 1])
         if table is not None:
             return [*(lines[:start]), *table, *lines[piped[-1] + 1 :]], True
+    records = _field_records(lines) if len(lines) >= 2 else None
+    if records is not None:
+        return records, True
     if len(lines) >= 3 and sum(bool(_FIELD_LINE.match(line)) for line in lines) >= len(lines) - 1:
         return ["; ".join(line.strip() for line in lines)], True
     sentences = split_sentences(text)
