@@ -34,6 +34,7 @@ from tracefact.config import (
     RateLimitOptions,
     RuleOptions,
     SamplerOptions,
+    SinkOptions,
 )
 from tracefact.errors import ConfigurationError
 
@@ -52,14 +53,16 @@ class _Model(BaseModel):
 class HttpReceiverConfig(_Model):
     """OTLP/HTTP on `/v1/traces` (protobuf and JSON), plus health and metrics."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
+    """This machine only, as the OpenTelemetry Collector binds; 0.0.0.0 for every address
+    (the container images set TRACEFACT_HOST=0.0.0.0)."""
     port: int = Field(default=4318, ge=0, le=65535)
 
 
 class GrpcReceiverConfig(_Model):
     """OTLP/gRPC (`TraceService/Export`)."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = Field(default=4317, ge=0, le=65535)
 
 
@@ -133,6 +136,9 @@ class EvaluationConfig(EvaluationOptions):
     window_max_spans: int = Field(default=10_000, ge=1)
     """LLM spans waiting in the window at once; past it the oldest leave early."""
     monitor: MonitorOptions = MonitorOptions()
+    sinks: list[SinkOptions] = Field(default_factory=list)
+    """Where results go besides the span: `{type: phoenix}` (annotations), `{type: mlflow}`
+    (assessments), `{type: import, import: mod:factory}`; counted in tracefact.sink.results."""
 
     @model_validator(mode="after")
     def _something_to_run(self) -> EvaluationConfig:
@@ -187,7 +193,7 @@ class RedisQueueConfig(_Model):
 class Metrics(_Model):
     """`/metrics` is always served on the HTTP receiver; `port` adds an endpoint of its own."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=0, le=65535)
 
 

@@ -33,9 +33,10 @@ from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
+from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest, port_taken
 from tracefact.collector.shared_documents import SharedDocumentStore
 from tracefact.collector.writeback import Held, WriteBack
+from tracefact.config import build_sinks
 from tracefact.pipeline import Pipeline
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
@@ -72,9 +73,11 @@ class Collector:
                 evaluation.pipeline_options(),
                 sampler=evaluation.sampler.build(),
                 reader=SpanReader(store=self.store),
+                sinks=build_sinks(evaluation.sinks, meter_provider),
                 observers=[
                     evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
                 ],
+                receipt=self.writeback.receipt,
                 meter_provider=meter_provider,
             )
         self.engine = Engine(
@@ -129,10 +132,12 @@ class Collector:
         if self.grpc is not None:
             self.grpc.start()
             ports["grpc"] = self.grpc.port
-        if self.config.metrics.port is not None:
-            ports["metrics"] = self.prometheus.serve(
-                self.config.metrics.host, self.config.metrics.port
-            )
+        metrics = self.config.metrics
+        if metrics.port is not None:
+            try:
+                ports["metrics"] = self.prometheus.serve(metrics.host, metrics.port)
+            except OSError as exc:
+                raise port_taken("metrics", metrics.host, metrics.port, exc.strerror) from None
         return ports
 
     def shutdown(self) -> None:
@@ -173,6 +178,14 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     ports = collector.start()
+    open_to = _beyond_loopback(config, worker)
+    if open_to and config.auth.bearer_token is None:
+        logger.warning(
+            "listening beyond this machine without a token: anyone who reaches %s can send "
+            "spans and read /metrics; set auth.bearer_token, or bind 127.0.0.1",
+            ", ".join(open_to),
+            extra={"event": "no_token", "addresses": open_to},
+        )
     logger.info(
         "listening",
         extra={
@@ -190,3 +203,19 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
     collector.shutdown()
     logger.info("stopped", extra={"event": "stopped"})
     return 0
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _beyond_loopback(config: CollectorConfig, worker: bool) -> list[str]:
+    """The configured addresses other machines may reach (a worker listens on none)."""
+    if worker:
+        return []
+    receivers = config.receivers
+    listening = [r for r in (receivers.http, receivers.grpc) if r is not None]
+    addresses = [f"{r.host}:{r.port}" for r in listening if r.host not in LOOPBACK]
+    metrics = config.metrics
+    if metrics.port is not None and metrics.host not in LOOPBACK:
+        addresses.append(f"{metrics.host}:{metrics.port}")
+    return addresses

@@ -26,7 +26,7 @@ from tracefact import semconv
 from tracefact._clock import SYSTEM, Clock
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
-from tracefact.pipeline.delivery import Apply, Delivery, SpanObserver
+from tracefact.pipeline.delivery import Apply, Delivery, Receipt, SpanObserver
 from tracefact.pipeline.evaluation import Evaluation
 from tracefact.pipeline.jobs import Job, Jobs
 from tracefact.pipeline.metrics import PipelineMetrics
@@ -66,6 +66,7 @@ class Pipeline(Generic[S]):
         reader: SpanReader,
         sinks: Sequence[ResultSink] = (),
         observers: Sequence[SpanObserver] = (),
+        receipt: Receipt[S] | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
@@ -76,7 +77,7 @@ class Pipeline(Generic[S]):
         self._metrics = PipelineMetrics(
             lambda: self.admission.in_flight, meter_provider, lambda: reader.store.evictions
         )
-        self._delivery = Delivery(apply, self._metrics, sinks, observers)
+        self._delivery = Delivery(apply, self._metrics, sinks, observers, receipt)
         self._held = options.attach == "enrich"
         # On a busy machine a healthy loop can miss a tenth of a second; replacing it
         # then would time out jobs that were about to finish.
