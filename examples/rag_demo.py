@@ -7,6 +7,10 @@ tracefact's default offline evaluator judges each answer against the retrieved
 passages. The first traces, with the evaluation attached to the LLM spans, are printed
 at the end; `--spans` also writes every span to a file that `tracefact report` draws.
 
+    # tracefact is not on a package index: install it from a clone (or the wheel
+    # that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`); `make demo`
+    # does all of this in .venv.
+    pip install -e .
     python examples/rag_demo.py                      # offline, prints the traces
     python examples/rag_demo.py --requests 240 --spans spans.jsonl   # then:
     tracefact report spans.jsonl --html report.html

@@ -39,3 +39,14 @@ def test_missing_extra_error_is_permanent_and_an_import_error() -> None:
     assert isinstance(error, ImportError) and not error.transient
     assert "pip install 'tracefact[litellm]'" in str(error)
     assert "pip install -e '.[litellm]'" in str(error)
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_examples_install_tracefact_from_a_clone_or_the_wheel(example: Path) -> None:
+    """tracefact is on no package index: `pip install tracefact` fails for a user."""
+    text = example.read_text()
+    installs = re.findall(r"^\s*pip install (.*)$", text, re.MULTILINE)
+    assert not any(re.match(r"tracefact\b", line) for line in installs), installs
+    if "import tracefact" in text:
+        assert any(line.startswith("-e .") for line in installs), installs
+        assert "dist/tracefact-*.whl" in text
