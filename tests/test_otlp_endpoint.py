@@ -1,5 +1,8 @@
-"""`configure()`'s OTLP exporter when nothing listens: it says where it tried, once, and
-fails at once instead of retrying for its whole timeout; once something listens, it exports."""
+"""`configure()`'s OTLP exporter when nothing listens.
+
+It says where it tried, once, and fails at once instead of retrying for its whole
+timeout; once something listens, it exports.
+"""
 
 from __future__ import annotations
 

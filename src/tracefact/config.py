@@ -204,8 +204,10 @@ class MLflowSinkOptions(_SinkDelivery):
 
 
 class ImportedSinkOptions(_Group):
-    """`{type: import, import: package.module:factory, kwargs: {...}}`: a sink of one's own
-    (an `HTTPSink` subclass, say), called with `kwargs` and `meter_provider`."""
+    """`{type: import, import: package.module:factory, kwargs: {...}}`: a sink of one's own.
+
+    An `HTTPSink` subclass, say; the factory is called with `kwargs` and `meter_provider`.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -19,13 +19,13 @@ import yaml
 from pydantic import BaseModel
 
 from tests.collector.deployment import (
-    instruction,
     DEPLOY,
     ROOT,
     compose_collector,
     compose_service,
     container_command,
     dockerfile_stages,
+    instruction,
 )
 from tests.fakes.otlp import otlp_receiver
 from tracefact import semconv

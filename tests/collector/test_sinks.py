@@ -79,7 +79,9 @@ def test_a_result_not_delivered_before_a_crash_is_delivered_after_restart(
         first = start(
             "collector",
             tmp_path / "first.yaml",
-            with_sinks({**config(upstream.endpoint, 0), **durable}, phoenix_sink(refusing.base_url)),
+            with_sinks(
+                {**config(upstream.endpoint, 0), **durable}, phoenix_sink(refusing.base_url)
+            ),
         )
         try:
             send(first, trace_requests(trace, together=True))

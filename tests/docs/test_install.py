@@ -43,7 +43,7 @@ def test_missing_extra_error_is_permanent_and_an_import_error() -> None:
 
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
 def test_examples_install_tracefact_from_a_clone_or_the_wheel(example: Path) -> None:
-    """tracefact is on no package index: `pip install tracefact` fails for a user."""
+    """Tracefact is on no package index: `pip install tracefact` fails for a user."""
     text = example.read_text()
     installs = re.findall(r"^\s*pip install (.*)$", text, re.MULTILINE)
     assert not any(re.match(r"tracefact\b", line) for line in installs), installs

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -105,3 +107,52 @@ def test_instrument_litellm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "litellm", None)
     with pytest.raises(ImportError, match=r"pip install -e '\.\[litellm\]'"):
         tracefact.instrument_litellm()
+
+
+def test_a_missing_key_is_said_once_as_the_pipeline_starts_without_litellm_in_configure(
+    tmp_path: Path,
+) -> None:
+    """The pipeline's thread imports litellm, not configure()'s.
+
+    The warning names the variable, and tracefact's own hint is not scrubbed.
+    """
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import sys, threading\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'litellm':\n"
+        "            print('litellm imported on', threading.current_thread().name)\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "import tracefact\n"
+        "from tracefact.evaluators.judges import LLMJudge\n"
+        "tracefact.configure(exporter='none', evaluators=[LLMJudge('openai/gpt-4o-mini')])\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread.name == 'tracefact-credentials':\n"
+        "        thread.join()\n"
+        "tracefact.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["litellm imported on tracefact-credentials"]
+    assert done.stderr.count("OPENAI_API_KEY") == 1, done.stderr
+    assert "(or pass api_key=...)" in done.stderr and "SCRUBBED" not in done.stderr
+
+
+def test_the_span_error_keeps_tracefacts_own_hint(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    spans.reconfigure(evaluators=[LLMJudge("openai/gpt-4o-mini")], scrubbing=True)
+
+    @tracefact.llm
+    def answer(question: str, contexts: list[str]) -> str:
+        return "It opened in 1889."
+
+    answer("q", ["The tower opened in 1889."])
+    (span,) = spans.all()
+    error = str(span.attributes["tracefact.eval.error"])
+    assert error.endswith("set OPENAI_API_KEY (or pass api_key=...)"), error

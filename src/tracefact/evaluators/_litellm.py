@@ -71,7 +71,7 @@ async def ask_json(
     try:
         check_credentials(litellm, model, options)
     except CredentialsError as error:
-        _report_once(error)
+        report_once(error)
         raise
     kwargs: dict[str, Any] = {
         "temperature": 0,
@@ -92,7 +92,7 @@ async def ask_json(
         except _provider_errors(litellm) as exc:
             mapped = _map_error(litellm, model, exc)
             if isinstance(mapped, CredentialsError):
-                _report_once(mapped)
+                report_once(mapped)
             raise mapped from exc
         cost = _cost(litellm, response)
     try:
@@ -130,7 +130,7 @@ def check_credentials(litellm: Any, model: str, options: Mapping[str, Any]) -> N
         )
 
 
-def _report_once(error: CredentialsError) -> None:
+def report_once(error: CredentialsError) -> None:
     """Log a configuration error once per process; every span still carries it."""
     message = str(error)
     with _reported_lock:

@@ -17,6 +17,7 @@ parts, each owning its state:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -101,6 +102,8 @@ class Pipeline(Generic[S]):
             heartbeat=lambda: self._jobs.worker.ping(),
             clock=clock,
         )
+
+        _warn_without_credentials(evaluators)
 
     @property
     def closed(self) -> bool:
@@ -226,3 +229,27 @@ class Pipeline(Generic[S]):
     def shutdown_sinks(self) -> None:
         """Shut the result sinks down (after the host's own downstream)."""
         self._delivery.shutdown_sinks()
+
+
+def _warn_without_credentials(evaluators: Sequence[Evaluator]) -> None:
+    """Judges whose API key is missing say so once as the pipeline starts.
+
+    Not at the first span's end; on a thread of its own, so configure() never imports
+    litellm.
+    """
+    checks = [
+        check
+        for evaluator in evaluators
+        if callable(check := getattr(evaluator, "warn_without_credentials", None))
+    ]
+    if not checks:
+        return
+
+    def run() -> None:
+        for check in checks:
+            try:
+                check()
+            except Exception:  # the first evaluation reports what this could not check
+                logger.debug("tracefact: checking credentials failed", exc_info=True)
+
+    threading.Thread(target=run, name="tracefact-credentials", daemon=True).start()
