@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tracefact._imports import require_extra
 from tracefact.errors import ConfigurationError, MissingExtraError
 from tracefact.evaluators.registry import DEFAULT_SPEC, SPECS
 
@@ -95,6 +96,7 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 def _run_service(args: argparse.Namespace, *, worker: bool) -> int:
     try:
+        require_extra("collector")  # the one extra to name, not each module in turn
         # Imported here: the collector's dependencies are an extra, `tracefact eval` needs none.
         from tracefact.collector import config as collector_config
         from tracefact.collector import service

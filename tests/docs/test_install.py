@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,23 @@ def test_examples_install_tracefact_from_a_clone_or_the_wheel(example: Path) -> 
     if "import tracefact" in text:
         assert any(line.startswith("-e .") for line in installs), installs
         assert "dist/tracefact-*.whl" in text
+
+
+@pytest.mark.parametrize("command", ["collector", "worker"])
+@pytest.mark.parametrize("missing", ["prometheus_client", "grpc", "yaml"])
+def test_a_service_command_names_the_one_extra_that_covers_it(
+    command: str,
+    missing: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Whichever of its modules is missing, one install makes the command work."""
+    from tracefact.cli import main
+
+    monkeypatch.setitem(sys.modules, missing, None)  # what an install without it sees
+    path = tmp_path / "tracefact.yaml"
+    path.write_text("upstreams:\n  - endpoint: http://127.0.0.1:9\n")
+    assert main([command, "--config", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert install_hint("collector") in error and "prometheus]" not in error, error
