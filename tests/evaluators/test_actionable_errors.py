@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from tests.conftest import Spans
 from tests.fakes.openai_server import MODEL, Canned, FakeOpenAI
 from tracefact._retry import Backoff
 from tracefact.cli import main
-from tracefact.evaluators import CredentialsError, EvalCase
+from tracefact.evaluators import CredentialsError, EvalCase, ProviderError
 from tracefact.evaluators.judges import LLMJudge
 from tracefact.pipeline.retry import RetryPolicy, run_evaluator
 
@@ -156,3 +157,25 @@ def test_the_span_error_keeps_tracefacts_own_hint(
     (span,) = spans.all()
     error = str(span.attributes["tracefact.eval.error"])
     assert error.endswith("set OPENAI_API_KEY (or pass api_key=...)"), error
+
+
+@pytest.mark.parametrize("model", ["my-proxy-model", "openai/my-proxy-model"])
+def test_a_proxy_model_prints_no_litellm_banner(
+    model: str,
+    openai_server: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The self-hosted and proxy case `--api-base` is for: names litellm does not list."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    argv = ["eval", str(cases_file(tmp_path)), "--out", str(tmp_path / "r.jsonl")]
+    main([*argv, "--evaluator", f"judge:{model}", "--api-base", openai_server.api_base])
+    judge = LLMJudge(model, api_base=openai_server.api_base)
+    if "/" in model:
+        assert asyncio.run(judge.evaluate(CASE)).label == "factual"
+    else:  # a name with no provider fails, saying how to name one
+        with pytest.raises(ProviderError, match=f"e.g. openai/{model} for an OpenAI"):
+            asyncio.run(judge.evaluate(CASE))
+    printed = capfd.readouterr()
+    assert "Provider List" not in printed.out + printed.err
