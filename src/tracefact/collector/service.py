@@ -140,6 +140,16 @@ class Collector:
                 raise port_taken("metrics", metrics.host, metrics.port, exc.strerror) from None
         return ports
 
+    def log_summary(self) -> None:
+        """One line of what /metrics counts so far, for a person reading the logs."""
+        counts = summary(self.prometheus.render())
+        logger.info(
+            "summary: %(received)d spans received, %(forwarded)d forwarded, %(evaluated)d "
+            "evaluated, %(dropped)d dropped; %(queue_depth)d requests queued",
+            counts,
+            extra={"event": "summary", **counts},
+        )
+
     def shutdown(self) -> None:
         """Stop accepting, finish what is held, flush upstream; all within the deadline."""
         deadline = time.monotonic() + self.config.drain_seconds
@@ -186,10 +196,11 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
             ", ".join(open_to),
             extra={"event": "no_token", "addresses": open_to},
         )
+    started = "consuming the queue" if worker else "listening"  # a worker has no receiver
     logger.info(
-        "listening",
+        started,
         extra={
-            "event": "listening",
+            "event": "started" if worker else "listening",
             **ports,
             "version": __version__,
             "role": "worker" if worker else "collector",
@@ -197,8 +208,12 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
             "upstreams": Forwarder.describe(config.upstreams),
         },
     )
-    while not stop.wait(1.0):
-        pass
+    every = config.logging.summary_seconds
+    due = time.monotonic() + every
+    while not stop.wait(min(1.0, every) if every else 1.0):
+        if every and time.monotonic() >= due:
+            due = time.monotonic() + every
+            collector.log_summary()
     logger.info("draining", extra={"event": "draining", "deadline_seconds": config.drain_seconds})
     collector.shutdown()
     logger.info("stopped", extra={"event": "stopped"})
@@ -219,3 +234,29 @@ def _beyond_loopback(config: CollectorConfig, worker: bool) -> list[str]:
     if metrics.port is not None and metrics.host not in LOOPBACK:
         addresses.append(f"{metrics.host}:{metrics.port}")
     return addresses
+
+
+_SUMMARY = {
+    "received": (semconv.METRIC_COLLECTOR_RECEIVED, None),
+    "forwarded": (semconv.METRIC_COLLECTOR_FORWARDED, None),
+    "evaluated": (semconv.METRIC_EVAL_SPANS, semconv.STATUS_OK),
+    "dropped": (semconv.METRIC_EVAL_SPANS, semconv.STATUS_DROPPED),
+    "queue_depth": (semconv.METRIC_COLLECTOR_QUEUE_DEPTH, None),
+}
+"""The summary's figures: a metric (and the `status` it is counted under) each."""
+
+
+def summary(exposition: bytes) -> dict[str, int]:
+    """The summary's figures, read from the Prometheus text /metrics serves."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(exposition.decode()):
+        for sample in family.samples:
+            if not sample.name.endswith(("_created", "_bucket", "_count", "_sum")):
+                samples.setdefault(family.name, []).append((sample.labels, sample.value))
+    counts = {}
+    for key, (metric, status) in _SUMMARY.items():
+        values = samples.get(metric.replace(".", "_"), [])
+        counts[key] = int(sum(v for labels, v in values if status in (None, labels.get("status"))))
+    return counts
