@@ -182,8 +182,24 @@ def print_summary(spans: Sequence[ReadableSpan]) -> None:
     rate = labels["hallucinated"] / evaluated if evaluated else 0.0
     print(
         f"summary: {sum(statuses.values())} answers, {evaluated} evaluated, "
-        f"hallucination rate {rate:.0%}, dropped {statuses['dropped']}, "
+        f"hallucination rate {rate:.1%}, dropped {statuses['dropped']}, "
         f"other statuses {dict((k, v) for k, v in statuses.items() if k not in ('ok', 'dropped'))}"
+    )
+    # The demo knows which answers it invented: what the evaluator reports beside the truth.
+    truth = Counter(
+        (
+            (s.attributes or {}).get("output.value") in INVENTIONS.values(),
+            (s.attributes or {}).get("tracefact.eval.hallucination.label") == "hallucinated",
+        )
+        for s in spans
+        if (s.attributes or {}).get("tracefact.eval.status") == "ok"
+    )
+    invented = truth[True, True] + truth[True, False]
+    true_rate = invented / evaluated if evaluated else 0.0
+    print(
+        f"true hallucination rate {true_rate:.1%} ({invented} invented answers), "
+        f"reported {rate:.1%}: the evaluator missed {truth[True, False]} invented answers "
+        f"and flagged {truth[False, True]} grounded ones"
     )
 
 
