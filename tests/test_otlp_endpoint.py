@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -71,3 +72,14 @@ def test_a_script_with_nothing_listening_says_once_where_it_tried() -> None:
     assert done.stderr.count(endpoint) == 1, done.stderr
     assert "configure(endpoint=...)" in done.stderr
     assert "Transient error" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_through_a_proxy_the_export_itself_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A direct connection says nothing about an endpoint reached through a proxy."""
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    inner = InMemorySpanExporter()
+    exporter = Unreachable(inner, "http://backend.invalid:4318/v1/traces")
+    assert exporter.export([SPAN]) == SpanExportResult.SUCCESS
+    assert len(inner.get_finished_spans()) == 1

@@ -17,6 +17,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
@@ -179,11 +180,12 @@ class Unreachable(SpanExporter):
     def _refusal(self) -> str | None:
         """Why no connection to the endpoint opens now, or None when one does."""
         parts = urlsplit(self.endpoint)
+        host = parts.hostname or "localhost"
+        if parts.scheme in getproxies() and not proxy_bypass(host):
+            return None  # through a proxy: only the export can tell
         default = 443 if parts.scheme == "https" else 80
         try:
-            with socket.create_connection(
-                (parts.hostname or "localhost", parts.port or default), self.probe_seconds
-            ):
+            with socket.create_connection((host, parts.port or default), self.probe_seconds):
                 return None
         except OSError as exc:
             return exc.strerror or type(exc).__name__
