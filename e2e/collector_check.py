@@ -3,7 +3,8 @@
 compose.yaml's `demo` and `tracefact` services, started with their own command lines
 (tests/collector/deployment.py), the demo against the fake OpenAI server; Phoenix is
 real. The spans are read back through Phoenix's REST API: every span of the app is
-there, and its LLM spans carry the collector's evaluation.
+there, its LLM spans carry the collector's evaluation, and each LLM span has the
+collector's result as a Phoenix span annotation (collector/phoenix.yaml's sink).
 
 Run by `make e2e` with the instrumentors' environment (the demo needs openai and the
 OpenInference instrumentor, the collector the `collector` extra), from the repository root:
@@ -22,7 +23,7 @@ from typing import Any
 import httpx
 
 from e2e.backend import VENVS, Stopwatch, eventually, free_port, running
-from e2e.phoenix_check import phoenix_env
+from e2e.phoenix_check import annotations, check_annotation, phoenix_env
 from tests.collector.deployment import compose_collector, compose_service, local_command
 from tests.fakes.openai_server import API_KEY, fake_openai
 
@@ -95,6 +96,11 @@ def main() -> None:
             spans = eventually(lambda: app_spans(client))
             check(spans)
             print(f"[collector] {len(spans)} spans in Phoenix, LLM spans evaluated", flush=True)
+            llms = [s for s in spans if s["span_kind"] == "LLM"]
+            found = eventually(lambda: annotations(client, llms))
+            for span in llms:
+                check_annotation(span, found[span["context"]["span_id"]])
+            print(f"[collector] {len(found)} span annotations in Phoenix", flush=True)
         with watch.stage("stop"):
             stack.close()
         if collector.process.returncode != 0:

@@ -1,6 +1,8 @@
 """A pydantic-ai agent that calls a tool; tracefact judges its answer on what the tool returned.
 
-pip install tracefact 'pydantic-ai-slim[openai]'     # from a clone: pip install -e '.[agents]'
+# tracefact is not on a package index: install it from a clone (or the wheel
+# that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`):
+pip install -e . 'pydantic-ai-slim[openai]'
 OPENAI_API_KEY=... python examples/agent_pydantic_ai.py   # OPENAI_BASE_URL for others
 
 Nothing says what the answer must rest on: the tool's result is the evidence. The first
@@ -12,7 +14,7 @@ from pydantic_ai import Agent
 
 import tracefact
 
-tracefact.configure(service_name="agent-example")  # the one line tracefact adds
+tracefact.configure(service_name="agent-example", exporter="console")  # the line tracefact adds
 Agent.instrument_all()  # pydantic-ai's own OpenTelemetry spans, as any pydantic-ai app has
 
 # "openai-chat:": the Chat Completions API, which any OpenAI-compatible server speaks.

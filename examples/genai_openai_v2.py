@@ -3,7 +3,9 @@
 The instrumentor's documented opt-in puts the messages on the span, where tracefact
 reads them; by default they are log records and the span is skipped as `capture_off`.
 
-    pip install tracefact openai opentelemetry-instrumentation-openai-v2
+    # tracefact is not on a package index: install it from a clone (or the wheel
+    # that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`):
+    pip install -e . openai opentelemetry-instrumentation-openai-v2
     OPENAI_API_KEY=... python examples/genai_openai_v2.py
 """
 
@@ -19,7 +21,7 @@ import tracefact
 
 DOCUMENT = "The Eiffel Tower is 330 metres tall and was completed in 1889."
 
-provider = tracefact.configure(service_name="genai-example")
+provider = tracefact.configure(service_name="genai-example", exporter="console")
 OpenAIInstrumentor().instrument(tracer_provider=provider)
 
 client = openai.OpenAI()
@@ -30,4 +32,4 @@ with tracefact.grounding([DOCUMENT]):
         stream=True,
     )
     print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
-tracefact.shutdown()
+tracefact.shutdown()  # the evaluated span, with tracefact.eval.* attributes, is printed

@@ -3,7 +3,9 @@
 Its retriever span grounds the chat model's span in the same trace, with no tracefact
 code beyond `configure`.
 
-    pip install tracefact langchain-openai openinference-instrumentation-langchain
+    # tracefact is not on a package index: install it from a clone (or the wheel
+    # that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`):
+    pip install -e . langchain-openai openinference-instrumentation-langchain
     OPENAI_API_KEY=... python examples/langchain_openinference.py
 """
 
@@ -16,7 +18,7 @@ from openinference.instrumentation.langchain import LangChainInstrumentor
 
 import tracefact
 
-provider = tracefact.configure(service_name="langchain-example")
+provider = tracefact.configure(service_name="langchain-example", exporter="console")
 LangChainInstrumentor().instrument(tracer_provider=provider)
 
 
@@ -38,4 +40,4 @@ def answer(question: str) -> str:
 
 
 print(RunnableLambda(answer).invoke("How tall is the Eiffel Tower?"))
-tracefact.shutdown()
+tracefact.shutdown()  # the evaluated span, with tracefact.eval.* attributes, is printed

@@ -8,6 +8,7 @@ or an earlier request), evaluates it and forwards every span to its upstream, th
 span with `tracefact.eval.*` attributes.
 
     pip install openai openinference-instrumentation-openai opentelemetry-exporter-otlp-proto-http
+    pip install -e '.[collector]'   # the collector, from a clone (or dist/tracefact-*.whl)
     tracefact collector --config collector/tracefact.yaml &        # see collector/README.md
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OPENAI_API_KEY=... \
         python examples/openinference_collector.py                  # OPENAI_BASE_URL for others

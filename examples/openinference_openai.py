@@ -1,6 +1,8 @@
 """An app instrumented with OpenInference's OpenAI instrumentor, evaluated by tracefact.
 
-pip install tracefact openai openinference-instrumentation-openai
+# tracefact is not on a package index: install it from a clone (or the wheel
+# that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`):
+pip install -e . openai openinference-instrumentation-openai
 OPENAI_API_KEY=... python examples/openinference_openai.py   # OPENAI_BASE_URL for others
 """
 
@@ -11,7 +13,8 @@ import tracefact
 
 DOCUMENT = "The Eiffel Tower is 330 metres tall and was completed in 1889."
 
-provider = tracefact.configure(service_name="openinference-example")  # spans to the console
+# Spans are printed here; exporter="otlp" (the default) sends them to a collector or Phoenix.
+provider = tracefact.configure(service_name="openinference-example", exporter="console")
 OpenAIInstrumentor().instrument(tracer_provider=provider)
 
 client = openai.OpenAI()

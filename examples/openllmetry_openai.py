@@ -1,6 +1,8 @@
 """An app instrumented with OpenLLMetry's OpenAI instrumentor, evaluated by tracefact.
 
-pip install tracefact openai opentelemetry-instrumentation-openai
+# tracefact is not on a package index: install it from a clone (or the wheel
+# that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`):
+pip install -e . openai opentelemetry-instrumentation-openai
 OPENAI_API_KEY=... python examples/openllmetry_openai.py
 """
 
@@ -11,7 +13,7 @@ import tracefact
 
 DOCUMENT = "The Eiffel Tower is 330 metres tall and was completed in 1889."
 
-provider = tracefact.configure(service_name="openllmetry-example")
+provider = tracefact.configure(service_name="openllmetry-example", exporter="console")
 OpenAIInstrumentor().instrument(tracer_provider=provider)
 
 client = openai.OpenAI()
@@ -21,4 +23,4 @@ with tracefact.grounding([DOCUMENT]):
         messages=[{"role": "user", "content": "How tall is the Eiffel Tower?"}],
     )
 print(reply.choices[0].message.content)
-tracefact.shutdown()
+tracefact.shutdown()  # the evaluated span, with tracefact.eval.* attributes, is printed

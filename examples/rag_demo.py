@@ -7,6 +7,10 @@ tracefact's default offline evaluator judges each answer against the retrieved
 passages. The first traces, with the evaluation attached to the LLM spans, are printed
 at the end; `--spans` also writes every span to a file that `tracefact report` draws.
 
+    # tracefact is not on a package index: install it from a clone (or the wheel
+    # that `make dist` builds, dist/tracefact-*.whl, in place of `-e .`); `make demo`
+    # does all of this in .venv.
+    pip install -e .
     python examples/rag_demo.py                      # offline, prints the traces
     python examples/rag_demo.py --requests 240 --spans spans.jsonl   # then:
     tracefact report spans.jsonl --html report.html
@@ -178,8 +182,24 @@ def print_summary(spans: Sequence[ReadableSpan]) -> None:
     rate = labels["hallucinated"] / evaluated if evaluated else 0.0
     print(
         f"summary: {sum(statuses.values())} answers, {evaluated} evaluated, "
-        f"hallucination rate {rate:.0%}, dropped {statuses['dropped']}, "
+        f"hallucination rate {rate:.1%}, dropped {statuses['dropped']}, "
         f"other statuses {dict((k, v) for k, v in statuses.items() if k not in ('ok', 'dropped'))}"
+    )
+    # The demo knows which answers it invented: what the evaluator reports beside the truth.
+    truth = Counter(
+        (
+            (s.attributes or {}).get("output.value") in INVENTIONS.values(),
+            (s.attributes or {}).get("tracefact.eval.hallucination.label") == "hallucinated",
+        )
+        for s in spans
+        if (s.attributes or {}).get("tracefact.eval.status") == "ok"
+    )
+    invented = truth[True, True] + truth[True, False]
+    true_rate = invented / evaluated if evaluated else 0.0
+    print(
+        f"true hallucination rate {true_rate:.1%} ({invented} invented answers), "
+        f"reported {rate:.1%}: the evaluator missed {truth[True, False]} invented answers "
+        f"and flagged {truth[False, True]} grounded ones"
     )
 
 

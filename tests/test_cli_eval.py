@@ -296,3 +296,28 @@ def test_timeout_must_be_a_positive_number(
         main(["eval", str(dataset(tmp_path)), "--out", str(tmp_path / "r"), "--timeout", value])
     assert exit_info.value.code == 2
     assert "--timeout" in capsys.readouterr().err
+
+
+def test_the_report_says_why_cases_failed(
+    server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = write_cases(
+        tmp_path / "cases.jsonl",
+        [{"id": f"bad-{i}", "contexts": ["c"], "output": "BROKEN"} for i in range(2)],
+    )
+    assert run(server, cases, tmp_path / "results.jsonl") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 errors" in lines[0]
+    assert lines[1].startswith("  2 × ProviderError: BadRequestError (HTTP 400)"), lines
+
+
+def test_a_resumed_run_prices_every_result_as_the_first_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.jsonl"
+    argv = ["eval", str(dataset(tmp_path)), "--out", str(out), "--evaluator", "lexical"]
+    assert main(argv) == 0
+    [first] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cost:")]
+    assert main(argv) == 0  # nothing left to do
+    [again] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cost:")]
+    assert again == f"cost: $0.000000 this run, {first.removeprefix('cost: ')} for every result"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def test_demo_prints_each_answer_with_its_evaluation(capsys: pytest.CaptureFixtu
     assert "✗ hallucinated" in out and "✓ factual" in out
     assert "why:" in out
     assert f"summary: {len(demo.QUESTIONS)} answers, {len(demo.QUESTIONS)} evaluated" in out
+    # What the demo invented beside what the evaluator reports, so a user sees the misses.
+    invented = sum(
+        answer in demo.INVENTIONS.values() for answer in re.findall(r"answer: +(.*)", out)
+    )
+    share = invented / len(demo.QUESTIONS)
+    assert f"true hallucination rate {share:.1%} ({invented} invented answers), reported" in out
 
 
 def test_demo_spans_file_is_what_the_report_draws(

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,7 +43,7 @@ from tracefact.config import (
 from tracefact.conventions import ReadOptions, SpanMapping, compile_mapping
 from tracefact.conventions.documents import DocumentStore
 from tracefact.evaluators.base import Evaluator
-from tracefact.export import ExportProcessor
+from tracefact.export import ExportProcessor, Unreachable
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
@@ -339,12 +339,11 @@ def _export_processor(
         if name == "console":
             processors.append(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
         elif name == "otlp":
+            endpoint = otlp_endpoint(settings.endpoint)
             otlp = OTLPSpanExporter(
-                endpoint=traces_endpoint(settings.endpoint),
-                headers=settings.headers,
-                timeout=settings.timeout_seconds,
+                endpoint=endpoint, headers=settings.headers, timeout=settings.timeout_seconds
             )
-            processors.append(batched(otlp))
+            processors.append(batched(Unreachable(otlp, endpoint)))
         elif name.startswith(FILE_EXPORTER):
             processors.append(batched(SpanFileExporter(name[len(FILE_EXPORTER) :].strip())))
     if not processors:
@@ -355,6 +354,15 @@ def _export_processor(
     for processor in processors:
         fan_out.add_span_processor(processor)
     return fan_out
+
+
+def otlp_endpoint(endpoint: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """Where OTLP spans go: the setting, else OTEL_EXPORTER_OTLP_*, else localhost:4318."""
+    traces = traces_endpoint(endpoint) or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        return traces
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+    return base.rstrip("/") + "/v1/traces"
 
 
 def traces_endpoint(endpoint: str | None) -> str | None:

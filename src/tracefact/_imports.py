@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
 from types import ModuleType
@@ -16,7 +17,13 @@ from typing import Any
 
 from tracefact.errors import MissingExtraError, install_hint
 
-__all__ = ["MissingExtraError", "import_extra", "import_litellm", "install_hint"]
+__all__ = [
+    "MissingExtraError",
+    "import_extra",
+    "import_litellm",
+    "install_hint",
+    "require_extra",
+]
 
 
 def import_extra(module: str, extra: str) -> ModuleType:
@@ -27,6 +34,27 @@ def import_extra(module: str, extra: str) -> ModuleType:
         if exc.name != module.partition(".")[0]:
             raise  # the module is there but one of its own imports is broken
         raise MissingExtraError(module, extra) from exc
+
+
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "collector": ("grpc", "yaml", "prometheus_client", "opentelemetry.exporter.prometheus"),
+}
+"""What an extra that several parts share must provide, checked at once by `require_extra`."""
+
+
+def require_extra(extra: str) -> None:
+    """A `MissingExtraError` naming `extra` when any module it provides is missing.
+
+    A command that needs a whole extra checks it first, so a user installs it once
+    instead of hearing of each of its modules (or a smaller extra inside it) in turn.
+    """
+    for module in EXTRA_MODULES[extra]:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # a parent package is missing
+            found = False
+        if not found:
+            raise MissingExtraError(module, extra)
 
 
 def import_litellm() -> Any:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tracefact._imports import require_extra
 from tracefact.errors import ConfigurationError, MissingExtraError
 from tracefact.evaluators.registry import DEFAULT_SPEC, SPECS
 
@@ -95,6 +96,7 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 def _run_service(args: argparse.Namespace, *, worker: bool) -> int:
     try:
+        require_extra("collector")  # the one extra to name, not each module in turn
         # Imported here: the collector's dependencies are an extra, `tracefact eval` needs none.
         from tracefact.collector import config as collector_config
         from tracefact.collector import service
@@ -166,16 +168,17 @@ def _eval_command(args: argparse.Namespace) -> int:
 def _add_report(commands: Any) -> None:
     command = commands.add_parser(
         "report",
-        help="draw a spans file as one self-contained HTML page",
+        help="the hallucination rates of a spans file, and a self-contained HTML page",
         description="Read a spans file (OTLP/JSON, one export request per line, as "
-        'configure(exporter="file:PATH") writes it) and write one HTML page that needs no '
+        'configure(exporter="file:PATH") writes it), print its hallucination rates, and with '
+        "--html write one HTML page that needs no "
         "network: the weighted hallucination rate over time with its 95% band by group, the "
         "score distribution, the worst cases with their explanations, evaluator cost and "
         "latency, and coverage (spans by status). Lines that are not export requests are "
         "counted and listed, not fatal.",
     )
     command.add_argument("file", type=Path, help="the spans file")
-    command.add_argument("--html", type=Path, required=True, help="the page to write")
+    command.add_argument("--html", type=Path, help="also write the HTML page here")
     command.add_argument(
         "--group-by",
         action="append",
@@ -196,7 +199,7 @@ def _add_report(commands: Any) -> None:
 
 def _report_command(args: argparse.Namespace) -> int:
     from tracefact.monitor.html import render
-    from tracefact.monitor.report import build_report
+    from tracefact.monitor.report import build_report, headline
 
     group_by = args.group_by or ["model"]
     try:
@@ -215,14 +218,22 @@ def _report_command(args: argparse.Namespace) -> int:
     if not report.spans:
         print(f"tracefact report: no spans in {args.file}; nothing written", file=sys.stderr)
         return 2
+    llm = sum(report.statuses.values())
+    judged = report.statuses.get("ok", 0)
+    print(f"{args.file}: {report.spans} spans, {llm} LLM spans, {judged} judged")
+    for estimate in report.overall:
+        print(f"  {estimate.evaluator}: {headline(estimate)}")
+        for group in (e for e in report.by_group if e.evaluator == estimate.evaluator):
+            labels = ", ".join(f"{k}={v}" for k, v in group.group.items()) or "all"
+            print(f"    {labels}: {headline(group)}")
+    if args.html is None:
+        return 0
     try:
         args.html.write_text(render(report), encoding="utf-8")
     except OSError as exc:
         print(f"tracefact report: {_reason(exc)}", file=sys.stderr)
         return 2
-    llm = sum(report.statuses.values())
-    judged = report.statuses.get("ok", 0)
-    print(f"report: {args.html.resolve()} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
+    print(f"report: {args.html.resolve()}")
     return 0
 
 

@@ -16,6 +16,7 @@ A wrong value fails where it was given, naming it as it was spelt there:
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -155,6 +156,95 @@ class ImportedEvaluator(_Group):
 
     import_path: str = Field(alias="import", pattern=r"^[\w.]+:[\w.]+$")
     kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class _SinkDelivery(_Group):
+    """How a result sink delivers (`tracefact.sinks.HTTPSink`'s options)."""
+
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    max_batch_size: int = Field(default=100, ge=1)
+    queue_size: int = Field(default=2048, ge=1)
+    """Results waiting at once; past it new ones are dropped and counted."""
+    max_retries: int = Field(default=6, ge=0)
+    drain_seconds: float = Field(default=5.0, gt=0)
+    """How long shutdown keeps delivering (a durable queue keeps what is cut off)."""
+
+    def delivery(self, meter_provider: MeterProvider | None) -> dict[str, Any]:
+        return {**self.model_dump(exclude={"type"}), "meter_provider": meter_provider}
+
+
+class PhoenixSinkOptions(_SinkDelivery):
+    """`{type: phoenix}`: results as Phoenix span annotations (`sinks.PhoenixAnnotations`)."""
+
+    type: Literal["phoenix"]
+    endpoint: str = "http://127.0.0.1:6006"
+    api_key: str | None = None
+    identifier: str = "tracefact"
+    """A re-sent annotation (after a restart) replaces the first instead of adding one."""
+
+    def build(self, meter_provider: MeterProvider | None) -> ResultSink:
+        from tracefact.sinks.phoenix import PhoenixAnnotations
+
+        options = self.delivery(meter_provider)
+        return PhoenixAnnotations(options.pop("endpoint"), **options)
+
+
+class MLflowSinkOptions(_SinkDelivery):
+    """`{type: mlflow}`: results as MLflow assessments (`sinks.MLflowAssessments`)."""
+
+    type: Literal["mlflow"]
+    tracking_uri: str = "http://127.0.0.1:5000"
+
+    def build(self, meter_provider: MeterProvider | None) -> ResultSink:
+        from tracefact.sinks.mlflow import MLflowAssessments
+
+        options = self.delivery(meter_provider)
+        return MLflowAssessments(options.pop("tracking_uri"), **options)
+
+
+class ImportedSinkOptions(_Group):
+    """`{type: import, import: package.module:factory, kwargs: {...}}`: a sink of one's own.
+
+    An `HTTPSink` subclass, say; the factory is called with `kwargs` and `meter_provider`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["import"]
+    import_path: str = Field(alias="import", pattern=r"^[\w.]+:[\w.]+$")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def build(self, meter_provider: MeterProvider | None) -> ResultSink:
+        module_name, _, attribute = self.import_path.partition(":")
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        sink = target(**self.kwargs, meter_provider=meter_provider)
+        if not isinstance(sink, ResultSink):
+            raise TypeError(f"{self.import_path} returned {type(sink).__name__}, not a ResultSink")
+        return sink
+
+
+SinkOptions = Annotated[
+    PhoenixSinkOptions | MLflowSinkOptions | ImportedSinkOptions, Field(discriminator="type")
+]
+"""One result sink as settings: the sinks `configure(sinks=...)` takes as objects."""
+
+
+def build_sinks(
+    specs: Sequence[PhoenixSinkOptions | MLflowSinkOptions | ImportedSinkOptions],
+    meter_provider: MeterProvider | None,
+    where: str = "evaluation.sinks",
+) -> list[ResultSink]:
+    """The sinks `specs` describe, counting on `meter_provider`; errors name the entry."""
+    sinks = []
+    for index, spec in enumerate(specs):
+        try:
+            sinks.append(spec.build(meter_provider))
+        except Exception as exc:
+            raise ConfigurationError(f"{where}.{index}: {exc}") from None
+    return sinks
 
 
 class EvaluationOptions(PipelineOptions):

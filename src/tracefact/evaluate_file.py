@@ -18,6 +18,7 @@ import importlib
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,8 @@ def run(options: EvalFileOptions) -> int:
     rows = asyncio.run(_evaluate_all(evaluator, todo, options))
     elapsed = time.perf_counter() - started
     wanted = {record["id"] for record in records}
-    _print_report(rows, [r for r in _read_results(options.out) if r["id"] in wanted], elapsed)
+    results = [r for r in _read_results(options.out) if r["id"] in wanted]
+    _print_report(rows, results, elapsed, resumed=bool(latest))
     return 1 if any(row["status"] != "ok" for row in rows) else 0
 
 
@@ -294,17 +296,30 @@ def _progress(total: int) -> Callable[..., None]:
     return advance_counter
 
 
-def _print_report(run: list[dict[str, Any]], rows: list[dict[str, Any]], elapsed: float) -> None:
-    """This run's throughput and cost; agreement with gold labels over every result line."""
-    errors = sum(row["status"] != "ok" for row in run)
-    costs = [row["cost_usd"] for row in run if row["cost_usd"] is not None]
-    cost = f"${sum(costs):.6f}" if costs else "unknown"
-    if run and len(costs) < len(run) and costs:
-        cost += f" (priced for {len(costs)} of {len(run)} cases)"
+MAX_ERROR_KINDS = 3
+"""Distinct error messages the report quotes; the rest are counted."""
+
+
+def _print_report(
+    run: list[dict[str, Any]], rows: list[dict[str, Any]], elapsed: float, resumed: bool = False
+) -> None:
+    """This run's throughput, cost and errors, with why; agreement over every result line.
+
+    A resumed run also prices every result the file holds.
+    """
+    errors = Counter(str(row.get("error") or row["status"]) for row in run if row["status"] != "ok")
     rate = len(run) / elapsed if elapsed > 0 else 0.0
-    print(f"evaluated {len(run)} cases in {elapsed:.1f}s ({rate:.2f} cases/s), {errors} errors")
-    print(f"cost: {cost}")
+    count = sum(errors.values())
+    print(f"evaluated {len(run)} cases in {elapsed:.1f}s ({rate:.2f} cases/s), {count} errors")
+    for message, times in errors.most_common(MAX_ERROR_KINDS):
+        print(f"  {times} × {_shorten(message)}")
+    if len(errors) > MAX_ERROR_KINDS:
+        print(f"  ... {len(errors) - MAX_ERROR_KINDS} other errors; see the error field in --out")
     latest = {row["id"]: row for row in rows}  # last line per id wins
+    if resumed:
+        print(f"cost: {_cost(run)} this run, {_cost(list(latest.values()))} for every result")
+    else:
+        print(f"cost: {_cost(run)}")
     labelled = [
         (row.get("task") or "-", row["hallucinated"], row.get("label") == "hallucinated")
         for row in latest.values()
@@ -320,3 +335,21 @@ def _print_report(run: list[dict[str, Any]], rows: list[dict[str, Any]], elapsed
             f"{task:<16}{confusion.total:>7}{confusion.precision:>11.3f}{confusion.recall:>9.3f}"
             f"{confusion.f1:>8.3f}{confusion.balanced_accuracy:>9.3f}"
         )
+
+
+def _cost(rows: list[dict[str, Any]]) -> str:
+    """What judging `rows` cost: $0 for none, unknown when nothing was priced."""
+    costs = [row["cost_usd"] for row in rows if row.get("cost_usd") is not None]
+    if not rows:
+        return "$0.000000"
+    if not costs:
+        return "unknown"
+    text = f"${sum(costs):.6f}"
+    if len(costs) < len(rows):
+        text += f" (priced for {len(costs)} of {len(rows)} cases)"
+    return text
+
+
+def _shorten(message: str, limit: int = 160) -> str:
+    flat = " ".join(message.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

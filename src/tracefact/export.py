@@ -13,8 +13,11 @@ queue and one thread, suppressed, fork-safe) with three promises:
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
@@ -142,3 +145,65 @@ class ExportProcessor(SpanProcessor):
             self.exporter.shutdown()
         except Exception:
             logger.exception("tracefact: exporter %s failed to shut down", type(self.exporter))
+
+
+class Unreachable(SpanExporter):
+    """An exporter that fails at once, and says where, while nothing listens at its endpoint.
+
+    OTLP's exporter retries a refused connection with backoff for its whole timeout and
+    logs every try, so a script run with nothing listening (the default endpoint is
+    localhost:4318) waits seconds at exit and prints lines that do not say what to do.
+    Before its first export, and after a failed one, this one opens a TCP connection to
+    the endpoint: while that is refused the batch fails without a call, and one warning
+    names the endpoint and the settings that change it. Once it connects, `exporter`
+    exports as usual (its own retries then cover a backend that went away).
+    """
+
+    def __init__(self, exporter: SpanExporter, endpoint: str, probe_seconds: float = 1.0) -> None:
+        self.exporter = exporter
+        self.endpoint = endpoint
+        self.probe_seconds = probe_seconds
+        self._checked = False  # the endpoint answered since the last failure
+        self._warned = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not self._checked:
+            refusal = self._refusal()
+            if refusal is not None:
+                self._warn(refusal)
+                return SpanExportResult.FAILURE
+            self._checked = True
+        result = self.exporter.export(spans)
+        self._checked = result == SpanExportResult.SUCCESS
+        return result
+
+    def _refusal(self) -> str | None:
+        """Why no connection to the endpoint opens now, or None when one does."""
+        parts = urlsplit(self.endpoint)
+        host = parts.hostname or "localhost"
+        if parts.scheme in getproxies() and not proxy_bypass(host):
+            return None  # through a proxy: only the export can tell
+        default = 443 if parts.scheme == "https" else 80
+        try:
+            with socket.create_connection((host, parts.port or default), self.probe_seconds):
+                return None
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+
+    def _warn(self, refusal: str) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        logger.warning(
+            "tracefact: nothing answers at %s (%s), so spans are not exported there. Start "
+            "a collector or backend there, or set configure(endpoint=...) / "
+            "OTEL_EXPORTER_OTLP_ENDPOINT, or exporter='console' (TRACEFACT_EXPORTER).",
+            self.endpoint,
+            refusal.lower(),
+        )
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)

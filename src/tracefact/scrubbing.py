@@ -90,7 +90,8 @@ _VALUE_PATTERNS = (
     # ``password=hunter2``, ``"api_key": "..."``, ``secret: ...``
     r"(?i:(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|access[_\-]?token|"
     r"auth[_\-]?token|client[_\-]?secret|private[_\-]?key)[\"']?\s*[:=]\s*[\"']?)"
-    r"(?!\[(?:REDACTED|SCRUBBED)\])([^\s\"',;&}]{3,})",
+    # Not a placeholder: tracefact's own hints write `api_key=...`, which is no secret.
+    r"(?!\[(?:REDACTED|SCRUBBED)\]|\.\.\.(?![^\s\"',;&})]))([^\s\"',;&}]{3,})",
     r"\b\d{3}-\d{2}-\d{4}\b",  # US social security number
     r"\b(?:\d[ \-]?){12,18}\d\b",  # card number (checked with Luhn below)
 )

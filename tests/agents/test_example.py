@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 from tests.fakes.agents import ANSWERS, AgentModel
 from tests.fakes.instrumentors import DOCUMENT
-from tests.fakes.openai_server import API_KEY, fake_openai
+from tests.fakes.openai_server import API_KEY, fake_openai, user_environment
 from tracefact import semconv
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_pydantic_ai.py"
@@ -21,11 +20,9 @@ def test_the_agent_example_prints_its_answer_judged_on_the_tool_result() -> None
     with fake_openai() as server:
         server.responder = AgentModel([ANSWERS["grounded"]])
         env = {
-            **os.environ,
+            **user_environment(),
             "OPENAI_BASE_URL": server.api_base,
             "OPENAI_API_KEY": API_KEY,
-            "TRACEFACT_EXPORTER": "console",
-            "TRACEFACT_EVALUATORS": "lexical",
         }
         done = subprocess.run(
             [sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=120

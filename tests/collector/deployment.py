@@ -88,6 +88,8 @@ def local_command(service: str) -> list[str]:
 def compose_collector(upstream: str) -> Iterator[CollectorProcess]:
     """The `tracefact` service of compose.yaml on 127.0.0.1, forwarding to `upstream`.
 
+    `upstream` stands for Phoenix: it also gets the results as span annotations.
+
     Its ports are free ones (0 through the variables the configuration reads); it is
     stopped with SIGTERM afterwards, as `docker stop` does.
     """
@@ -95,6 +97,7 @@ def compose_collector(upstream: str) -> Iterator[CollectorProcess]:
         **os.environ,
         **compose_service("tracefact")["environment"],
         "TRACEFACT_UPSTREAM": upstream,
+        "TRACEFACT_PHOENIX": upstream,
         "TRACEFACT_HOST": "127.0.0.1",
         "TRACEFACT_HTTP_PORT": "0",
         "TRACEFACT_GRPC_PORT": "0",

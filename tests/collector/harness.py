@@ -49,7 +49,7 @@ class CollectorProcess:
         for line in self.process.stderr:
             self.lines.append(line)
             event = self._event(line)
-            if event.get("event") == "listening":
+            if event.get("event") in ("listening", "started"):  # a worker only starts
                 self.ports = {k: event[k] for k in ("http", "grpc", "metrics") if k in event}
                 self._listening.set()
 

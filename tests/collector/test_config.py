@@ -45,7 +45,10 @@ UPSTREAM = "upstreams:\n  - endpoint: http://127.0.0.1:9\n"
         ("- a list", "the file must hold a mapping"),
         ("receivers: {}\n", "upstreams: Field required"),
         ("upstreams: []\n", "upstreams: List should have at least 1 item"),
-        (UPSTREAM + "recievers: {}\n", "recievers: Extra inputs are not permitted"),
+        (
+            UPSTREAM + "recievers: {}\n",
+            "recievers: unknown key 'recievers'; did you mean 'receivers'?",
+        ),
         ("upstreams:\n  - endpoint: ''\n", "upstreams.0.endpoint: must not be empty"),
         ("upstreams:\n  - endpoint: x\n    protocol: ftp\n", "upstreams.0.protocol:"),
         (UPSTREAM + "limits: {max_body_bytes: lots}\n", "limits.max_body_bytes:"),

@@ -25,6 +25,7 @@ from tests.collector.deployment import (
     compose_service,
     container_command,
     dockerfile_stages,
+    instruction,
 )
 from tests.fakes.otlp import otlp_receiver
 from tracefact import semconv
@@ -81,22 +82,51 @@ def test_the_example_config_names_every_key() -> None:
     assert not missing, f"collector/tracefact.yaml does not mention {missing}"
 
 
+PHOENIX = DEPLOY / "phoenix.yaml"
+
+
 def test_compose_sets_only_variables_the_config_reads() -> None:
-    referenced = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", EXAMPLE.read_text()))
+    referenced = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", PHOENIX.read_text()))
     environment = compose_service("tracefact")["environment"]
     assert set(environment) <= referenced, set(environment) - referenced
     assert environment["TRACEFACT_UPSTREAM"] == "http://phoenix:6006"
 
 
-def test_the_image_runs_the_example_config() -> None:
-    assert container_command("tracefact") == [
-        "tracefact",
+def test_the_image_runs_the_example_config_and_compose_the_phoenix_one() -> None:
+    assert instruction("collector", "CMD") == [
         "collector",
         "--config",
         "/etc/tracefact/tracefact.yaml",
     ]
+    assert container_command("tracefact") == [
+        "tracefact",
+        "collector",
+        "--config",
+        "/etc/tracefact/phoenix.yaml",
+    ]
     copies = [a.split() for kw, a in dockerfile_stages()["collector"] if kw == "COPY"]
     assert ["collector/tracefact.yaml", "/etc/tracefact/tracefact.yaml"] in copies
+    assert ["collector/phoenix.yaml", "/etc/tracefact/phoenix.yaml"] in copies
+
+
+def test_files_bind_loopback_and_containers_every_address() -> None:
+    """A collector run from a clone listens to this machine only; an image to the network."""
+    for path in (EXAMPLE, PHOENIX, DEPLOY / "tracefact.scale.yaml"):
+        config = load(path, {"TRACEFACT_REDIS_URL": "redis://127.0.0.1:6379/0"})
+        assert config.receivers.http is not None
+        assert config.receivers.http.host == "127.0.0.1", path
+        assert config.metrics.host == "127.0.0.1", path
+    assert ("ENV", "TRACEFACT_HOST=0.0.0.0") in dockerfile_stages()["collector"]
+    assert compose_service("tracefact")["environment"]["TRACEFACT_HOST"] == "0.0.0.0"
+
+
+def test_the_phoenix_config_sends_annotations_to_its_upstream() -> None:
+    config = load(PHOENIX, compose_service("tracefact")["environment"])
+    sink = config.evaluation.sinks[0]
+    assert sink.type == "phoenix" and sink.endpoint == "http://phoenix:6006"
+    assert config.upstreams[0].endpoint == "http://phoenix:6006"
+    beside_phoenix = load(PHOENIX, {}).receivers.grpc  # a local Phoenix holds 4317
+    assert beside_phoenix is not None and beside_phoenix.port != 4317
 
 
 def test_the_build_context_lets_through_exactly_what_the_stages_copy() -> None:

@@ -1,4 +1,4 @@
-"""Every Python block in the README (and any Markdown under docs/ or collector/) runs as written.
+"""Every Python block in the README and the reference pages (docs/, collector/) runs as written.
 
 Each block runs alone in a fresh interpreter, as a reader pasting it would run it, with
 no tracefact or OpenTelemetry variables set and no API key. It must exit 0 and write
@@ -41,8 +41,20 @@ def blocks() -> list[tuple[str, str]]:
 BLOCKS = blocks()
 
 
-def test_the_readme_has_python_blocks() -> None:
-    assert len([where for where, _ in BLOCKS if where.startswith("README.md")]) >= 5
+def test_the_readme_and_the_reference_pages_have_python_blocks() -> None:
+    """The README keeps the newcomer's examples; the reference moved to docs/ with its own."""
+    assert len([where for where, _ in BLOCKS if where.startswith("README.md")]) >= 2
+    assert len([where for where, _ in BLOCKS if where.startswith("docs/")]) >= 12
+
+
+def test_the_readme_stays_a_newcomers_page_and_links_every_reference_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    for page in sorted(ROOT.glob("docs/*.md")):
+        assert f"](docs/{page.name})" in readme, page.name
+    for heading in ("## Install", "## Quick start", "## Usage", "## Already instrumented?"):
+        assert f"\n{heading}" in readme, heading
+    assert "\n## The collector" in readme and "\n## Where results show up" in readme
 
 
 def clean_environment() -> dict[str, str]:
@@ -95,3 +107,13 @@ def test_the_usage_example_prints_its_evaluated_span(tmp_path: Path) -> None:
     ran = run_alone(code, tmp_path)
     assert '"tracefact.eval.status": "ok"' in ran.stdout
     assert '"tracefact.eval.hallucination.label": "factual"' in ran.stdout
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_reach_a_file(document: Path) -> None:
+    """Pages moved to docs/ keep working links (to examples/, collector/, each other)."""
+    text = document.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in target:
+            continue
+        assert (document.parent / target).exists(), f"{document.name}: {target}"

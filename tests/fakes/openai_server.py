@@ -11,6 +11,7 @@ are kept for inspection. litellm talks to it as model ``openai/fake``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -165,3 +166,11 @@ def _stream(canned: Canned, model: str, with_usage: bool) -> bytes:
 def fake_openai() -> Iterator[FakeOpenAI]:
     with json_api() as api:
         yield FakeOpenAI(api)
+
+
+def user_environment() -> dict[str, str]:
+    """This process's environment less tracefact's and OpenTelemetry's variables.
+
+    An example runs with what its user sets (the OpenAI variables), nothing a test adds.
+    """
+    return {k: v for k, v in os.environ.items() if not k.startswith(("TRACEFACT_", "OTEL_"))}

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import API_KEY, fake_openai
+from tests.fakes.openai_server import API_KEY, fake_openai, user_environment
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -27,12 +26,9 @@ def test_example_prints_its_llm_span_with_a_label(example: str) -> None:
     with fake_openai() as server:
         server.reply("The Eiffel Tower is 330 metres tall.")
         env = {
-            **os.environ,
+            **user_environment(),
             "OPENAI_BASE_URL": server.api_base,
             "OPENAI_API_KEY": API_KEY,
-            "TRACEFACT_EXPORTER": "console",
-            "TRACEFACT_EVALUATORS": "lexical",
-            "TRACELOOP_METRICS_ENABLED": "false",
         }
         done = subprocess.run(
             [sys.executable, str(EXAMPLES / example)],

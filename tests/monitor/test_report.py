@@ -271,3 +271,62 @@ def test_importing_tracefact_and_its_cli_loads_no_report_or_view_code() -> None:
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "[]"
+
+
+def test_a_two_span_file_draws_no_empty_chart_and_whole_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Small input: no chart of one point, no repeated x labels, a histogram axis in spans."""
+    spans = tmp_path / "spans.jsonl"
+    with spans_file(spans) as writer:
+        writer.span("generate", evaluated("hallucinated", model="a"), T0)
+        writer.span("generate", evaluated("factual", model="b"), T0 + 0.01)
+    page = report_page(spans, tmp_path)
+    assert "Too few judged spans over time for a chart" in page
+    assert "<polyline" not in page
+    histogram = page.split("score histogram", 1)[1].split("</svg>", 1)[0]
+    axis = re.findall(r'text-anchor="end">(\d+)</text>', histogram)
+    assert axis == sorted(set(axis), key=int), axis  # 0, 1: each count once
+    worst = page.split("<h2>Worst cases</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "judged hallucinated" in worst and "judged factual" not in worst
+
+
+def test_report_prints_the_headline_rates_and_html_is_optional(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans = tmp_path / "spans.jsonl"
+    run_app(spans)
+    capsys.readouterr()
+    assert main(["report", str(spans)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("20 LLM spans, 20 judged")
+    assert lines[1].startswith("  hallucination: 45.0% hallucinated (95%: ")
+    assert any(line.startswith("    model=model-a: 30.0% hallucinated") for line in lines)
+    assert not list(tmp_path.glob("*.html"))
+
+
+def test_monitor_once_keeps_the_rate_at_80_columns(tmp_path: Path) -> None:
+    spans = tmp_path / "spans.jsonl"
+    with spans_file(spans) as writer:
+        for i in range(4):
+            labels = {"model": "a-model-with-a-rather-long-name-for-a-narrow-terminal"}
+            attributes = evaluated("hallucinated" if i else "factual", model=labels["model"])
+            writer.span("generate", attributes, T0 + i)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tracefact"),
+            "monitor",
+            "--once",
+            "--spans",
+            str(spans),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "80", "LINES": "40", "PATH": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    header = next(line for line in done.stdout.splitlines() if "group" in line)
+    assert "rate" in header.split() and "coverage" in header.split(), done.stdout
+    assert "75.0%" in done.stdout, done.stdout

@@ -62,7 +62,8 @@ class Terminal:
 
     def start(self, command: str) -> None:
         """`command` in a new session; its exit code is printed when it ends."""
-        shell = f"{command}; echo monitor-exit=$?; sleep 60"
+        # Without the test process's COLUMNS and LINES, which rich would take over the window's.
+        shell = f"env -u COLUMNS -u LINES {command}; echo monitor-exit=$?; sleep 60"
         self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", "main", shell)
 
     def screen(self) -> str:
@@ -99,7 +100,7 @@ def test_follows_a_growing_spans_file_and_quits_on_q(terminal: Terminal, tmp_pat
         terminal.start(f"{TRACEFACT} monitor --spans {path} --interval 0.3")
         screen = terminal.wait_for(lambda s: "model=m1" in s, "the first group")
         assert "25.0%" in screen and "tracefact monitor" in screen and "q to quit" in screen
-        assert "●" in screen  # the band
+        assert "●" in screen  # the band: 120 columns have room for it
         for i in range(30):  # a second model shows up while the view runs
             writer.span("llm", evaluated("hallucinated", model="m2"), T0 + 40 + i)
         screen = terminal.wait_for(

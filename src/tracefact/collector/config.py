@@ -10,6 +10,7 @@ store, `evaluation.monitor:`) are the settings table's (`tracefact.config`), dec
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from tracefact.config import (
     RateLimitOptions,
     RuleOptions,
     SamplerOptions,
+    SinkOptions,
 )
 from tracefact.errors import ConfigurationError
 
@@ -52,14 +54,16 @@ class _Model(BaseModel):
 class HttpReceiverConfig(_Model):
     """OTLP/HTTP on `/v1/traces` (protobuf and JSON), plus health and metrics."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
+    """This machine only, as the OpenTelemetry Collector binds; 0.0.0.0 for every address
+    (the container images set TRACEFACT_HOST=0.0.0.0)."""
     port: int = Field(default=4318, ge=0, le=65535)
 
 
 class GrpcReceiverConfig(_Model):
     """OTLP/gRPC (`TraceService/Export`)."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = Field(default=4317, ge=0, le=65535)
 
 
@@ -133,6 +137,9 @@ class EvaluationConfig(EvaluationOptions):
     window_max_spans: int = Field(default=10_000, ge=1)
     """LLM spans waiting in the window at once; past it the oldest leave early."""
     monitor: MonitorOptions = MonitorOptions()
+    sinks: list[SinkOptions] = Field(default_factory=list)
+    """Where results go besides the span: `{type: phoenix}` (annotations), `{type: mlflow}`
+    (assessments), `{type: import, import: mod:factory}`; counted in tracefact.sink.results."""
 
     @model_validator(mode="after")
     def _something_to_run(self) -> EvaluationConfig:
@@ -187,13 +194,16 @@ class RedisQueueConfig(_Model):
 class Metrics(_Model):
     """`/metrics` is always served on the HTTP receiver; `port` adds an endpoint of its own."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=0, le=65535)
 
 
 class Logging(_Model):
     format: Literal["json", "text"] = "json"
     level: Literal["debug", "info", "warning", "error"] = "info"
+    summary_seconds: float = Field(default=60.0, ge=0)
+    """Every this many seconds, one `summary` line: spans received, forwarded, evaluated,
+    dropped, and the queue's depth, as /metrics counts them (0: none)."""
 
 
 class CollectorConfig(_Model):
@@ -297,12 +307,48 @@ def parse(data: Any, environ: Mapping[str, str] | None = None) -> CollectorConfi
 
 
 def _first_line(exc: ValidationError) -> str:
-    errors = exc.errors()
+    """The error to fix first: an unknown key (a typo explains the rest), else the first."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
     where = ".".join(str(part) for part in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = f"unknown key {str(first['loc'][-1])!r}{_did_you_mean(first['loc'])}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {message}{more}" if where else f"{message}{more}"
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """`; did you mean 'upstreams'?` for a misspelt key, from the keys allowed there."""
+    model: type[BaseModel] = CollectorConfig
+    annotation: Any = None
+    for part in loc[:-1]:
+        if isinstance(part, int):  # a list index: the model stays
+            continue
+        if part in model.model_fields:
+            annotation = model.model_fields[part].annotation
+            model = _model_in(annotation) or model
+        else:  # a tagged union's tag (`phoenix` of evaluation.sinks.0.phoenix)
+            model = _model_in(annotation, tag=part) or model
+    keys = [f.alias or n for n, f in model.model_fields.items()]
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_in(annotation: Any, tag: str | None = None) -> type[BaseModel] | None:
+    """The configuration model inside a field's type (`X | None`, `list[X]`).
+
+    With `tag`, the member of a tagged union whose `type` is `tag`.
+    """
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        kind = annotation.model_fields.get("type")
+        if tag is None or (kind is not None and tag in getattr(kind.annotation, "__args__", ())):
+            return annotation
+        return None
+    for argument in getattr(annotation, "__args__", ()):
+        if (found := _model_in(argument, tag)) is not None:
+            return found
+    return None
 
 
 def load(path: Path, environ: Mapping[str, str] | None = None) -> CollectorConfig:

@@ -234,6 +234,16 @@ class Engine:
                     )
         if entry.deliveries > 1:
             self.metrics.redelivered.add(total)
+            logger.warning(
+                "request handed out again: the consumer that took it stopped before it "
+                "was done; its spans may arrive upstream twice",
+                extra={
+                    "event": "redelivered",
+                    "entry": entry.id,
+                    "delivery": entry.deliveries,
+                    "spans": total,
+                },
+            )
         if expired_spans:
             self.metrics.expired.add(expired_spans, {"reason": expired})
         self._forward_rest(request, held, total, tracker)

@@ -29,6 +29,7 @@ import hmac
 import json
 import logging
 import math
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from tracefact import semconv
 from tracefact._imports import import_extra
 from tracefact.collector.chunked import read_chunked
-from tracefact.collector.config import CollectorConfig
+from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.decode import (
     JSON,
     PROTOBUF,
@@ -154,6 +155,29 @@ class Ingest:
 # --- HTTP ----------------------------------------------------------------------------------
 
 
+def port_taken(key: str, host: str, port: int, why: str | None) -> ConfigError:
+    """One line naming the setting to change when a receiver cannot listen."""
+    reason = why or "in use, or not an address of this machine"
+    return ConfigError(f"{key}.port: cannot listen on {host}:{port} ({reason}); set {key}.port")
+
+
+def _check_free(key: str, host: str, port: int) -> None:
+    """Bind `host:port` once as gRPC would (address reuse on), or say which setting to change."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise port_taken(key, host, port, str(exc.strerror)) from None
+    family, kind, protocol, _, address = infos[0]
+    with socket.socket(family, kind, protocol) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise port_taken(key, host, port, exc.strerror) from None
+
+
 class HttpReceiver:
     """OTLP/HTTP plus health and metrics, one thread per connection."""
 
@@ -163,7 +187,10 @@ class HttpReceiver:
         assert receiver is not None, "built only when the HTTP receiver is on"
         host, port = receiver.host, receiver.port
         handler = type("Handler", (_Handler,), {"ingest": ingest, "render": render_metrics})
-        self.server = ThreadingHTTPServer((host, port), handler)
+        try:
+            self.server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise port_taken("receivers.http", host, port, exc.strerror) from None
         self.server.daemon_threads = True
         self.port: int = self.server.server_address[1]
         self._thread = threading.Thread(
@@ -328,7 +355,11 @@ class GrpcReceiver:
         config = ingest.config
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracefact-grpc"),
-            options=[("grpc.max_receive_message_length", config.limits.max_body_bytes)],
+            # No SO_REUSEPORT: a port another server holds is an error, not a shared port.
+            options=[
+                ("grpc.max_receive_message_length", config.limits.max_body_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
         )
         servicer = _Servicer(ingest, grpc)
         export = grpc.unary_unary_rpc_method_handler(  # bytes in: a bad message is ours to refuse
@@ -339,7 +370,11 @@ class GrpcReceiver:
         self.server.add_generic_rpc_handlers((handler,))
         receiver = config.receivers.grpc
         assert receiver is not None, "built only when the gRPC receiver is on"
-        self.port: int = self.server.add_insecure_port(f"{receiver.host}:{receiver.port}")
+        _check_free("receivers.grpc", receiver.host, receiver.port)  # gRPC would log a C trace
+        try:
+            self.port: int = self.server.add_insecure_port(f"{receiver.host}:{receiver.port}")
+        except RuntimeError:  # gRPC says only "Failed to bind"
+            raise port_taken("receivers.grpc", receiver.host, receiver.port, None) from None
 
     def start(self) -> None:
         self.server.start()

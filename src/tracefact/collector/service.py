@@ -33,9 +33,10 @@ from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest
+from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest, port_taken
 from tracefact.collector.shared_documents import SharedDocumentStore
 from tracefact.collector.writeback import Held, WriteBack
+from tracefact.config import build_sinks
 from tracefact.pipeline import Pipeline
 from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
@@ -72,9 +73,11 @@ class Collector:
                 evaluation.pipeline_options(),
                 sampler=evaluation.sampler.build(),
                 reader=SpanReader(store=self.store),
+                sinks=build_sinks(evaluation.sinks, meter_provider),
                 observers=[
                     evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
                 ],
+                receipt=self.writeback.receipt,
                 meter_provider=meter_provider,
             )
         self.engine = Engine(
@@ -129,11 +132,23 @@ class Collector:
         if self.grpc is not None:
             self.grpc.start()
             ports["grpc"] = self.grpc.port
-        if self.config.metrics.port is not None:
-            ports["metrics"] = self.prometheus.serve(
-                self.config.metrics.host, self.config.metrics.port
-            )
+        metrics = self.config.metrics
+        if metrics.port is not None:
+            try:
+                ports["metrics"] = self.prometheus.serve(metrics.host, metrics.port)
+            except OSError as exc:
+                raise port_taken("metrics", metrics.host, metrics.port, exc.strerror) from None
         return ports
+
+    def log_summary(self) -> None:
+        """One line of what /metrics counts so far, for a person reading the logs."""
+        counts = summary(self.prometheus.render())
+        logger.info(
+            "summary: %(received)d spans received, %(forwarded)d forwarded, %(evaluated)d "
+            "evaluated, %(dropped)d dropped; %(queue_depth)d requests queued",
+            counts,
+            extra={"event": "summary", **counts},
+        )
 
     def shutdown(self) -> None:
         """Stop accepting, finish what is held, flush upstream; all within the deadline."""
@@ -173,10 +188,19 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     ports = collector.start()
+    open_to = _beyond_loopback(config, worker)
+    if open_to and config.auth.bearer_token is None:
+        logger.warning(
+            "listening beyond this machine without a token: anyone who reaches %s can send "
+            "spans and read /metrics; set auth.bearer_token, or bind 127.0.0.1",
+            ", ".join(open_to),
+            extra={"event": "no_token", "addresses": open_to},
+        )
+    started = "consuming the queue" if worker else "listening"  # a worker has no receiver
     logger.info(
-        "listening",
+        started,
         extra={
-            "event": "listening",
+            "event": "started" if worker else "listening",
             **ports,
             "version": __version__,
             "role": "worker" if worker else "collector",
@@ -184,9 +208,55 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
             "upstreams": Forwarder.describe(config.upstreams),
         },
     )
-    while not stop.wait(1.0):
-        pass
+    every = config.logging.summary_seconds
+    due = time.monotonic() + every
+    while not stop.wait(min(1.0, every) if every else 1.0):
+        if every and time.monotonic() >= due:
+            due = time.monotonic() + every
+            collector.log_summary()
     logger.info("draining", extra={"event": "draining", "deadline_seconds": config.drain_seconds})
     collector.shutdown()
     logger.info("stopped", extra={"event": "stopped"})
     return 0
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _beyond_loopback(config: CollectorConfig, worker: bool) -> list[str]:
+    """The configured addresses other machines may reach (a worker listens on none)."""
+    if worker:
+        return []
+    receivers = config.receivers
+    listening = [r for r in (receivers.http, receivers.grpc) if r is not None]
+    addresses = [f"{r.host}:{r.port}" for r in listening if r.host not in LOOPBACK]
+    metrics = config.metrics
+    if metrics.port is not None and metrics.host not in LOOPBACK:
+        addresses.append(f"{metrics.host}:{metrics.port}")
+    return addresses
+
+
+_SUMMARY = {
+    "received": (semconv.METRIC_COLLECTOR_RECEIVED, None),
+    "forwarded": (semconv.METRIC_COLLECTOR_FORWARDED, None),
+    "evaluated": (semconv.METRIC_EVAL_SPANS, semconv.STATUS_OK),
+    "dropped": (semconv.METRIC_EVAL_SPANS, semconv.STATUS_DROPPED),
+    "queue_depth": (semconv.METRIC_COLLECTOR_QUEUE_DEPTH, None),
+}
+"""The summary's figures: a metric (and the `status` it is counted under) each."""
+
+
+def summary(exposition: bytes) -> dict[str, int]:
+    """The summary's figures, read from the Prometheus text /metrics serves."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(exposition.decode()):
+        for sample in family.samples:
+            if not sample.name.endswith(("_created", "_bucket", "_count", "_sum")):
+                samples.setdefault(family.name, []).append((sample.labels, sample.value))
+    counts = {}
+    for key, (metric, status) in _SUMMARY.items():
+        values = samples.get(metric.replace(".", "_"), [])
+        counts[key] = int(sum(v for labels, v in values if status in (None, labels.get("status"))))
+    return counts

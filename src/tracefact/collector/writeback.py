@@ -6,7 +6,8 @@ events appended) and the span is forwarded under its original resource and scope
 for a span that has left goes on a protobuf carrier span. No SDK span is built.
 
 A received request is acknowledged to its queue once every span of it has left
-upstream, or was counted as failed there (`Tracker`); carriers are not counted in it.
+upstream, or was counted as failed there, and every result of it handed to a result sink
+was delivered, failed or dropped there (`Tracker`); carriers are not counted in it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ class Tracker:
     def add(self, spans: int) -> None:
         with self._lock:
             self._left += spans
+
+    def hold(self, results: int) -> bool:
+        """Wait for `results` sink deliveries too, unless the entry is already acknowledged."""
+        with self._lock:
+            if self._left <= 0:
+                return False
+            self._left += results
+            return True
 
     def done(self, spans: int = 1, cut: bool = False) -> None:
         """`spans` left upstream, or were `cut` off by the drain deadline."""
@@ -116,6 +125,16 @@ class WriteBack:
         except Exception:  # an unencodable result must not cost the span itself
             logger.exception("verdict not written on the span", extra={"event": "enrich_failed"})
         self.forward(held)
+
+    def receipt(self, held: Held, results: int) -> Callable[[bool], None] | None:
+        """The pipeline's `receipt`: the entry is acknowledged once the sinks settle too.
+
+        A result the sinks had not settled when the process died leaves its entry in a
+        durable queue, so the next consumer evaluates and sends it again.
+        """
+        if not held.tracker.hold(results):
+            return None
+        return lambda cut: held.tracker.done(1, cut)
 
     def forward(self, held: Held) -> None:
         """Send the held span upstream as it is now, once."""

@@ -71,7 +71,7 @@ async def ask_json(
     try:
         check_credentials(litellm, model, options)
     except CredentialsError as error:
-        _report_once(error)
+        report_once(error)
         raise
     kwargs: dict[str, Any] = {
         "temperature": 0,
@@ -92,7 +92,7 @@ async def ask_json(
         except _provider_errors(litellm) as exc:
             mapped = _map_error(litellm, model, exc)
             if isinstance(mapped, CredentialsError):
-                _report_once(mapped)
+                report_once(mapped)
             raise mapped from exc
         cost = _cost(litellm, response)
     try:
@@ -120,7 +120,8 @@ def check_credentials(litellm: Any, model: str, options: Mapping[str, Any]) -> N
     if options.get("api_key") or "mock_response" in options:
         return
     try:
-        found = litellm.validate_environment(model=model, api_base=options.get("api_base"))
+        with _quiet_banners(litellm):  # a model litellm does not list prints its banner
+            found = litellm.validate_environment(model=model, api_base=options.get("api_base"))
     except Exception:  # a provider litellm cannot check: let the call decide
         return
     missing = [str(name) for name in found.get("missing_keys") or []]
@@ -130,7 +131,7 @@ def check_credentials(litellm: Any, model: str, options: Mapping[str, Any]) -> N
         )
 
 
-def _report_once(error: CredentialsError) -> None:
+def report_once(error: CredentialsError) -> None:
     """Log a configuration error once per process; every span still carries it."""
     message = str(error)
     with _reported_lock:
@@ -266,6 +267,12 @@ def _map_error(litellm: Any, model: str, exc: Exception) -> Exception:
         return CredentialsError(
             f"the provider refused the credentials for {model}: check {variable}"
             f" (or pass api_key=...); {message}",
+            status_code=status,
+        )
+    if "llm provider not provided" in str(exc).lower():
+        return ProviderError(
+            f"litellm does not know the provider of {model!r}: name it, e.g. openai/{model}"
+            " for an OpenAI-compatible server or proxy (with api_base)",
             status_code=status,
         )
     if isinstance(exc, errors.RateLimitError):

@@ -24,12 +24,14 @@ from tracefact.evaluators._litellm import (
     Reply,
     ask_json,
     check_credentials,
+    report_once,
 )
 from tracefact.evaluators._prompts import JudgeExample
 from tracefact.evaluators.base import (
     FACTUAL,
     HALLUCINATED,
     BadReplyError,
+    CredentialsError,
     EvalCase,
     EvalResult,
     EvaluatorDescription,
@@ -115,6 +117,17 @@ class _Judge:
         instead of one per case.
         """
         check_credentials(import_litellm(), self.model, self.litellm_kwargs)
+
+    def warn_without_credentials(self) -> None:
+        """Log, once, that the model's API key is missing.
+
+        The pipeline calls this as it starts, on a thread of its own (litellm takes
+        seconds to import).
+        """
+        try:
+            self.check_credentials()
+        except CredentialsError as error:
+            report_once(error)
 
     def describe(self) -> EvaluatorDescription:
         options = {k: v for k, v in self.litellm_kwargs.items() if k not in _SECRET_OPTIONS}

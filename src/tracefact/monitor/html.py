@@ -93,6 +93,10 @@ def _header(report: Report) -> str:
     return "".join(parts)
 
 
+MIN_CHART_JUDGED = 10
+"""Judged spans an evaluator needs before its rate over time is drawn."""
+
+
 def _rates(report: Report) -> str:
     parts = [
         "<h2>Hallucination rate</h2>",
@@ -118,6 +122,13 @@ def _rates(report: Report) -> str:
             f"<h3>{escape(evaluator)}: rate over time "
             f"(sliding {_duration(report.window_seconds)} window)</h3>"
         )
+        judged = sum(e.totals.judged for e in report.overall if e.evaluator == evaluator)
+        if judged < MIN_CHART_JUDGED:  # a few points make a flat or empty line
+            parts.append(
+                f"<p>Too few judged spans over time for a chart ({judged}); the rates are in "
+                "the table above.</p>"
+            )
+            continue
         parts.append(_legend([_group_text(s.group) for s in series_list]))
         parts.append(_rate_chart(series_list, report))
     return "".join(parts)
@@ -156,12 +167,14 @@ def _rate_chart(series_list: Sequence[Series], report: Report) -> str:
 
     parts = [_svg_open(f"hallucination rate over time by {', '.join(report.group_by)}")]
     parts.append(_y_axis(plot_w, plot_h, [0.0, 0.25, 0.5, 0.75, 1.0], _percent))
+    shown: set[str] = set()
     for i, anchor in enumerate(("start", "middle", "middle", "middle", "end")):
         t = start + (end - start) * i / 4
-        parts.append(
-            f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}">'
-            f"{_clock(t, span=end - start)}</text>"
-        )
+        text = _clock(t, span=end - start)
+        if text in shown:  # a short run: the clock does not move between ticks
+            continue
+        shown.add(text)
+        parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}">{text}</text>')
     for index, series in enumerate(series_list):
         colour = COLOURS[index % len(COLOURS)]
         for segment in _segments(series):
@@ -219,7 +232,7 @@ def _histogram(by_label: Mapping[str, Sequence[int]]) -> str:
     top = max(totals, default=0) or 1
     bar_w = plot_w / SCORE_BINS
     parts = [_svg_open("score histogram")]
-    ticks = [top * f for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    ticks = sorted({round(top * f) for f in (0.0, 0.25, 0.5, 0.75, 1.0)})  # whole spans, once
     parts.append(_y_axis(plot_w, plot_h, [t / top for t in ticks], lambda v: f"{v * top:.0f}"))
     for i in range(0, SCORE_BINS + 1, SCORE_BINS // 4):
         parts.append(
@@ -247,12 +260,12 @@ def _histogram(by_label: Mapping[str, Sequence[int]]) -> str:
 def _worst(cases: Sequence[Case]) -> str:
     parts = [
         "<h2>Worst cases</h2>",
-        "<p class=note>The highest scores, with the evaluator's explanation and the claims "
-        "it found unsupported; the same answer to the same question is shown once, with how "
-        "many times it was judged.</p>",
+        "<p class=note>The answers judged hallucinated, highest scores first, with the "
+        "evaluator's explanation and the claims it found unsupported; the same answer to the "
+        "same question is shown once, with how many times it was judged.</p>",
     ]
     if not cases:
-        return "".join(parts) + "<p>No judged answers in this file.</p>"
+        return "".join(parts) + "<p>No answer in this file was judged hallucinated.</p>"
     for case in cases:
         unsupported = "".join(f"<li>{escape(claim)}</li>" for claim in case.unsupported)
         contexts = "".join(f"<blockquote>{escape(c)}</blockquote>" for c in case.contexts)

@@ -18,6 +18,7 @@ from pathlib import Path
 from tracefact import semconv
 from tracefact.conventions import read_case
 from tracefact.conventions.results import read_results
+from tracefact.evaluators.base import HALLUCINATED
 from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, estimate_all
 from tracefact.monitor.spans import JudgedSpan, JudgedSpans
 from tracefact.spans_file import BadLine, SpansFileReader
@@ -215,7 +216,8 @@ def _scores_and_worst(report: Report, spans: Iterable[JudgedSpan], worst: int) -
                 continue
             bins = report.scores.setdefault(name, {}).setdefault(result.label, [0] * SCORE_BINS)
             bins[min(SCORE_BINS - 1, max(0, math.floor(result.score * SCORE_BINS)))] += 1
-            cases.append((result.score, span, name))
+            if result.label == HALLUCINATED:  # the worst cases: what a person should read
+                cases.append((result.score, span, name))
     cases.sort(key=lambda c: (-c[0], c[1].time))
     distinct: dict[tuple[str, str, str, str], Case] = {}
     for _, span, name in cases:
@@ -277,3 +279,16 @@ def _costs(report: Report, spans: Iterable[JudgedSpan]) -> list[Cost]:
 def _cost(span: JudgedSpan) -> float | None:
     results = read_results(span.attributes)
     return None if results is None else results.cost_usd
+
+
+def headline(estimate: Estimate) -> str:
+    """One estimate in words: `40.0% hallucinated (95%: 34.0–46.2%), 240 judged`."""
+    judged = f"{estimate.totals.judged} judged"
+    if estimate.rate is None:
+        return f"no rate yet, {judged}"
+    coverage = estimate.coverage
+    covered = "" if coverage is None or coverage >= 1 else f", coverage {100 * coverage:.0f}%"
+    return (
+        f"{100 * estimate.rate:.1f}% hallucinated "
+        f"(95%: {100 * estimate.lower:.1f}–{100 * estimate.upper:.1f}%), {judged}{covered}"
+    )

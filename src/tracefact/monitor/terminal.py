@@ -19,6 +19,8 @@ from tracefact._imports import import_extra
 from tracefact.monitor.sources import Row, Snapshot, Source
 
 BAND_WIDTH = 16
+WIDE = 110
+"""Columns a terminal needs for the band; narrower ones show the figures without it."""
 QUIT_KEYS = frozenset("qQ")
 
 
@@ -39,8 +41,8 @@ def band(row: Row, width: int = BAND_WIDTH) -> str:
     return "".join(cells)
 
 
-def view(snapshot: Snapshot, interval: float, live: bool = True) -> Any:
-    """The whole screen for one snapshot (a rich renderable)."""
+def view(snapshot: Snapshot, interval: float, live: bool = True, width: int = WIDE) -> Any:
+    """The whole screen for one snapshot (a rich renderable), for `width` columns."""
     rich_table = import_extra("rich.table", "monitor")
     rich_console = import_extra("rich.console", "monitor")
     rich_text = import_extra("rich.text", "monitor")
@@ -56,7 +58,7 @@ def view(snapshot: Snapshot, interval: float, live: bool = True) -> Any:
     for row in snapshot.rows:
         by_evaluator.setdefault(row.evaluator, []).append(row)
     for evaluator, rows in by_evaluator.items():
-        parts.append(_rate_table(rich_table, rich_box, evaluator, rows))
+        parts.append(_rate_table(rich_table, rich_box, evaluator, rows, band_too=width >= WIDE))
     if not snapshot.rows:
         parts.append(rich_text.Text("nothing judged in the window yet", style="dim"))
     traffic = rich_table.Table.grid(padding=(0, 2))
@@ -76,7 +78,10 @@ def view(snapshot: Snapshot, interval: float, live: bool = True) -> Any:
     return rich_console.Group(*parts)
 
 
-def _rate_table(rich_table: Any, rich_box: Any, evaluator: str, rows: list[Row]) -> Any:
+def _rate_table(
+    rich_table: Any, rich_box: Any, evaluator: str, rows: list[Row], band_too: bool = True
+) -> Any:
+    """Rates by group; the band only where it fits, and the group folds before a rate goes."""
     table = rich_table.Table(
         title=f"evaluator {evaluator}",
         title_justify="left",
@@ -84,24 +89,26 @@ def _rate_table(rich_table: Any, rich_box: Any, evaluator: str, rows: list[Row])
         pad_edge=False,
         show_edge=False,
     )
-    table.add_column("group", no_wrap=True)
+    table.add_column("group", overflow="fold")
     table.add_column("rate", justify="right", no_wrap=True)
     table.add_column("95% CI", justify="right", no_wrap=True)
-    table.add_column("0% ─ band ─ 100%", no_wrap=True)
+    if band_too:
+        table.add_column("0% ─ band ─ 100%", no_wrap=True)
     table.add_column("n_eff", justify="right", no_wrap=True)
     table.add_column("coverage", justify="right", no_wrap=True)
     for row in rows:
         interval = "–"
         if row.rate is not None:
             interval = f"{100 * row.lower:.1f}–{100 * row.upper:.1f}%"
-        table.add_row(
+        cells = [
             ", ".join(f"{k}={v}" for k, v in row.group.items()) or "all",
             _percent(row.rate),
             interval,
-            band(row),
+            *([band(row)] if band_too else []),
             "–" if row.n_eff is None else f"{row.n_eff:.1f}",
             _percent(row.coverage),
-        )
+        ]
+        table.add_row(*cells)
     return table
 
 
@@ -110,11 +117,13 @@ def run(source: Source, interval: float) -> int:
     rich_live = import_extra("rich.live", "monitor")
     with (
         _keys() as pressed,
-        rich_live.Live(view(source.poll(), interval), auto_refresh=False, screen=True) as live,
+        rich_live.Live(auto_refresh=False, screen=True) as live,
     ):
         try:
-            while not pressed(interval):
-                live.update(view(source.poll(), interval), refresh=True)
+            while True:
+                live.update(view(source.poll(), interval, width=live.console.width), refresh=True)
+                if pressed(interval):
+                    break
         except KeyboardInterrupt:
             pass
     return 0
@@ -124,7 +133,8 @@ def print_once(source: Source, interval: float) -> int:
     """One snapshot printed (scripts, a quick look); 2 when the source could not be read."""
     rich_console = import_extra("rich.console", "monitor")
     snapshot = source.poll()
-    rich_console.Console().print(view(snapshot, interval, live=False))
+    console = rich_console.Console()
+    console.print(view(snapshot, interval, live=False, width=console.width))
     return 2 if snapshot.error else 0
 
 

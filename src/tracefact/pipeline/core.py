@@ -17,6 +17,7 @@ parts, each owning its state:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -26,7 +27,7 @@ from tracefact import semconv
 from tracefact._clock import SYSTEM, Clock
 from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
-from tracefact.pipeline.delivery import Apply, Delivery, SpanObserver
+from tracefact.pipeline.delivery import Apply, Delivery, Receipt, SpanObserver
 from tracefact.pipeline.evaluation import Evaluation
 from tracefact.pipeline.jobs import Job, Jobs
 from tracefact.pipeline.metrics import PipelineMetrics
@@ -66,6 +67,7 @@ class Pipeline(Generic[S]):
         reader: SpanReader,
         sinks: Sequence[ResultSink] = (),
         observers: Sequence[SpanObserver] = (),
+        receipt: Receipt[S] | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Clock = SYSTEM,
     ) -> None:
@@ -76,7 +78,7 @@ class Pipeline(Generic[S]):
         self._metrics = PipelineMetrics(
             lambda: self.admission.in_flight, meter_provider, lambda: reader.store.evictions
         )
-        self._delivery = Delivery(apply, self._metrics, sinks, observers)
+        self._delivery = Delivery(apply, self._metrics, sinks, observers, receipt)
         self._held = options.attach == "enrich"
         # On a busy machine a healthy loop can miss a tenth of a second; replacing it
         # then would time out jobs that were about to finish.
@@ -100,6 +102,8 @@ class Pipeline(Generic[S]):
             heartbeat=lambda: self._jobs.worker.ping(),
             clock=clock,
         )
+
+        _warn_without_credentials(evaluators)
 
     @property
     def closed(self) -> bool:
@@ -225,3 +229,27 @@ class Pipeline(Generic[S]):
     def shutdown_sinks(self) -> None:
         """Shut the result sinks down (after the host's own downstream)."""
         self._delivery.shutdown_sinks()
+
+
+def _warn_without_credentials(evaluators: Sequence[Evaluator]) -> None:
+    """Judges whose API key is missing say so once as the pipeline starts.
+
+    Not at the first span's end; on a thread of its own, so configure() never imports
+    litellm.
+    """
+    checks = [
+        check
+        for evaluator in evaluators
+        if callable(check := getattr(evaluator, "warn_without_credentials", None))
+    ]
+    if not checks:
+        return
+
+    def run() -> None:
+        for check in checks:
+            try:
+                check()
+            except Exception:  # the first evaluation reports what this could not check
+                logger.debug("tracefact: checking credentials failed", exc_info=True)
+
+    threading.Thread(target=run, name="tracefact-credentials", daemon=True).start()

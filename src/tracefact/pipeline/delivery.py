@@ -46,6 +46,18 @@ class Apply(Protocol[S_contra]):
     def __call__(self, span: S_contra, verdict: Verdict, /) -> None: ...
 
 
+class Receipt(Protocol[S_contra]):
+    """The host's hold on a span while `results` sink deliveries are under way.
+
+    Asked before the verdict is applied, so a host that acknowledges its input once a
+    span has left (the collector's durable queue) waits for the sinks as well. Returns
+    the callback each sink calls once per result (True: cut off by shutdown), or None
+    when the host keeps no hold (the span has already been let go).
+    """
+
+    def __call__(self, span: S_contra, results: int, /) -> Callable[[bool], None] | None: ...
+
+
 class Delivery(Generic[S]):
     """Counts, applies and fans out verdicts; flushes and shuts the sinks down."""
 
@@ -55,16 +67,19 @@ class Delivery(Generic[S]):
         metrics: PipelineMetrics,
         sinks: Sequence[ResultSink] = (),
         observers: Sequence[SpanObserver] = (),
+        receipt: Receipt[S] | None = None,
     ) -> None:
         self.apply = apply
         self.metrics = metrics
         self.sinks = tuple(sinks)
         self.observers = tuple(observers)
+        self.receipt = receipt
 
     def deliver(self, record: SpanRecord, span: S, verdict: Verdict, *, count: bool = True) -> None:
         """Send one verdict out: counted (unless `count` is off), applied, observed, published."""
         if count and verdict.status is not None:
             self.metrics.span_finished(verdict.status, verdict.skip_reason)
+        published = self._published(record, span, verdict)  # held before the span leaves
         try:
             self.apply(span, verdict)
         except Exception:  # the host's bug must not cost the pipeline its worker
@@ -77,15 +92,24 @@ class Delivery(Generic[S]):
                     observer.observe(record, verdict)
                 except Exception:  # a monitor's bug must not cost the span its export
                     logger.exception("tracefact: span observer %r failed", observer)
-        if self.sinks and verdict.outcomes:
-            context = SpanContext(record.trace_id, record.span_id, is_remote=False)
-            for result in verdict.results:
-                evaluated = EvaluatedSpan(context, record.name, result)
-                for sink in self.sinks:
-                    try:
-                        sink.submit(evaluated)
-                    except Exception:  # a sink's bug must not cost the pipeline its worker
-                        logger.exception("tracefact: result sink %s failed", sink.name)
+        for evaluated in published:
+            for sink in self.sinks:
+                try:
+                    sink.submit(evaluated)
+                except Exception:  # a sink's bug must not cost the pipeline its worker
+                    logger.exception("tracefact: result sink %s failed", sink.name)
+                    evaluated.settle()  # it did not take the result: nothing to wait for
+
+    def _published(self, record: SpanRecord, span: S, verdict: Verdict) -> list[EvaluatedSpan]:
+        """The results the sinks get, each with the host's receipt when it keeps one."""
+        if not (self.sinks and verdict.final and verdict.outcomes):
+            return []
+        results = verdict.results
+        settled = None
+        if self.receipt is not None and results:
+            settled = self.receipt(span, len(results) * len(self.sinks))
+        context = SpanContext(record.trace_id, record.span_id, is_remote=False)
+        return [EvaluatedSpan(context, record.name, result, settled) for result in results]
 
     def flush_sinks(self, remaining_millis: Callable[[], int]) -> bool:
         """Flush every sink within what is left of the caller's deadline."""

@@ -8,7 +8,8 @@ on, whatever the backend does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
@@ -23,6 +24,16 @@ class EvaluatedSpan:
     context: SpanContext
     span_name: str
     result: EvalResult
+    settled: Callable[[bool], None] | None = field(default=None, compare=False, repr=False)
+    """The host's hold on the span until its result is accounted for: a sink calls it once
+    when the result is delivered, failed or dropped (False), or cut off by shutdown (True).
+    The collector acknowledges a durable queue's entry only then, so a restart
+    evaluates and sends again what no sink accounted for."""
+
+    def settle(self, cut: bool = False) -> None:
+        """Tell the host this sink is done with the result (see `settled`)."""
+        if self.settled is not None:
+            self.settled(cut)
 
     @property
     def trace_id(self) -> str:
@@ -45,7 +56,11 @@ class ResultSink(Protocol):
     name: str
 
     def submit(self, evaluated: EvaluatedSpan) -> None:
-        """Take one result for delivery. Never blocks on the network and never raises."""
+        """Take one result for delivery. Never blocks on the network and never raises.
+
+        Once the result is delivered, failed or dropped, the sink calls
+        `evaluated.settle()` (`settle(cut=True)` when shutdown cut it off), exactly once.
+        """
         ...
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import httpx
 from opentelemetry.metrics import MeterProvider
 
+from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork
@@ -66,6 +67,8 @@ class _Requests(Transport[EvaluatedSpan, httpx.Request]):
 
     def delivered(self, items: Sequence[EvaluatedSpan], attempt: Attempt) -> None:
         self.sink.count("delivered", len(items))
+        for evaluated in items:
+            evaluated.settle()
 
     def lost(self, items: Sequence[EvaluatedSpan], reason: Loss, error: str) -> None:
         name = self.sink.name
@@ -73,6 +76,8 @@ class _Requests(Transport[EvaluatedSpan, httpx.Request]):
             "tracefact: sink %s could not deliver %d result(s): %s", name, len(items), error
         )
         self.sink.count("failed", len(items))
+        for evaluated in items:
+            evaluated.settle(cut=reason == "shutdown")
 
     def close(self) -> None:
         if self.client is not None:
@@ -143,10 +148,12 @@ class HTTPSink(ABC):
 
     # --- pipeline side ----------------------------------------------------------------------
     def submit(self, evaluated: EvaluatedSpan) -> None:
-        if self._sender.submit(evaluated) is None:
+        refusal = self._sender.submit(evaluated)
+        if refusal is None:
             self._overflowing.clear()
             return
         self.count("dropped", 1)
+        evaluated.settle(cut=refusal == semconv.REFUSED_SHUTDOWN)
         if not self._overflowing.is_set():
             self._overflowing.set()
             logger.warning("tracefact: sink %s is full or shut down; dropping results", self.name)
