@@ -345,6 +345,10 @@ LIMITED_EVENT: Final = "event"
 LIMITED_LINK: Final = "link"
 LIMITED_RESOURCE: Final = "resource"
 LIMITED_SCOPE: Final = "scope"
+METRIC_COLLECTOR_RESTARTS = "tracefact.collector.threads.restarted"
+"""Counter: background loops (the engine's) restarted after they raised, by `thread`.
+Each restart is logged with its error; a fault that cannot clear (a queue file that is
+not a queue) is not restarted: `/readyz` reports it and the process exits non-zero."""
 METRIC_COLLECTOR_BUFFERED = "tracefact.collector.forward.buffered"
 """Gauge: spans held for forwarding (every upstream)."""
 METRIC_COLLECTOR_QUEUE_DEPTH = "tracefact.collector.queue.depth"

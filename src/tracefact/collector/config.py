@@ -80,6 +80,9 @@ class Limits(_Model):
 
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Request body as sent (and again once decompressed); larger is 413 / INVALID_ARGUMENT."""
+    max_spans_per_request: int = Field(default=100_000, ge=1)
+    """Spans one request may carry once decoded; more is refused (413 / RESOURCE_EXHAUSTED)
+    and counted: 8 MiB of empty spans is four million of them."""
     max_attributes_per_span: int = Field(default=256, ge=1)
     """Per attribute list (span, event, link, resource, scope); further ones are dropped
     and counted in the owner's dropped_attributes_count."""

@@ -83,6 +83,8 @@ def decode(body: bytes, media: str) -> ExportTraceServiceRequest:
             document, ExportTraceServiceRequest(), ignore_unknown_fields=True
         )
         return parsed
+    except RecursionError:  # nested deeper than any OTLP document
+        raise BadRequest(400, semconv.REJECT_MALFORMED, "bad OTLP/JSON: nested too deep") from None
     except (ValueError, TypeError, AttributeError, json_format.ParseError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadRequest(400, semconv.REJECT_MALFORMED, f"bad OTLP/JSON: {message}") from None

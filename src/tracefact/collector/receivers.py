@@ -7,9 +7,10 @@ refused gets a status saying why, and is counted by reason:
 | why | HTTP | gRPC |
 |---|---|---|
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
-| body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
+| body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED |
+| more than `max_spans_per_request` spans | 413 | RESOURCE_EXHAUSTED |
 | not protobuf or JSON, unknown encoding | 415 | - |
-| not a valid OTLP message, bad chunked body | 400 | INVALID_ARGUMENT |
+| not a valid OTLP message (also JSON nested too deep), bad chunked body | 400 | INVALID_ARGUMENT |
 | neither Content-Length nor chunked | 411 | - |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | queue's store unreachable (Redis down) | 503 + Retry-After | UNAVAILABLE + RetryInfo |
@@ -29,6 +30,7 @@ import hmac
 import json
 import logging
 import math
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +78,10 @@ class Refused(Exception):
         self.retry_after = retry_after
 
 
+_REFUSED_STATUS = {semconv.REJECT_FULL: 429, semconv.REJECT_TOO_LARGE: 413}
+"""The HTTP status of a `Refused` by reason; the others (draining, unavailable) are 503."""
+
+
 class Ingest:
     """What both receivers do with a request: check the token, limit, count, queue."""
 
@@ -85,9 +91,11 @@ class Ingest:
         queue: RequestQueue,
         forwarder: Forwarder,
         metrics: CollectorMetrics,
+        fatal: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.config = config
         self.queue = queue
+        self._fatal = fatal  # a fault that cannot clear: the process is about to exit
         self.forwarder = forwarder
         self.metrics = metrics
         self.accepting = True
@@ -103,7 +111,10 @@ class Ingest:
         return hmac.compare_digest(given, self._expected)
 
     def unready(self) -> str | None:
-        """Why `/readyz` answers 503 (draining, full, the queue unavailable), or None."""
+        """Why `/readyz` answers 503 (failed, draining, full, the queue unavailable), or None."""
+        fatal = self._fatal()
+        if fatal is not None:
+            return f"failed: {fatal}"
         if not self.accepting:
             return "shutting down"
         if self.forwarder.full():
@@ -137,7 +148,12 @@ class Ingest:
             raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")
         if self.forwarder.full():
             raise Refused(semconv.REJECT_FULL, "forwarding buffer full", retry_after)
-        limited = apply_limits(request, self.config.limits)
+        limits = self.config.limits
+        spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        if spans > limits.max_spans_per_request:
+            message = f"{spans} spans, over {limits.max_spans_per_request} per request"
+            raise Refused(semconv.REJECT_TOO_LARGE, message)
+        limited = apply_limits(request, limits)
         if limited.spans == 0:
             return  # nothing to forward
         try:
@@ -163,7 +179,7 @@ class HttpReceiver:
         assert receiver is not None, "built only when the HTTP receiver is on"
         host, port = receiver.host, receiver.port
         handler = type("Handler", (_Handler,), {"ingest": ingest, "render": render_metrics})
-        self.server = ThreadingHTTPServer((host, port), handler)
+        self.server = _Server((host, port), handler)
         self.server.daemon_threads = True
         self.port: int = self.server.server_address[1]
         self._thread = threading.Thread(
@@ -176,6 +192,25 @@ class HttpReceiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    """The stdlib's threading server, with a listen backlog for bursts and JSON errors."""
+
+    request_queue_size = 1024
+    """Connections the kernel holds before one is accepted: the stdlib's 5 left hundreds of
+    clients connecting at once waiting for SYN retries (seconds each)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's failure, as one JSON log line (the stdlib prints a traceback).
+
+        A client that went away mid-reply is routine: logged at debug.
+        """
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            logger.debug("client went away", extra={"event": "client_gone"})
+            return
+        logger.error("connection failed", exc_info=True, extra={"event": "connection_failed"})
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -217,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(exc.status, exc.message, media)
         except Refused as exc:
             self.ingest.reject("http", exc.reason)
-            status = 429 if exc.reason == semconv.REJECT_FULL else 503
+            status = _REFUSED_STATUS.get(exc.reason, 503)
             headers = {}
             if exc.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -328,7 +363,9 @@ class GrpcReceiver:
         config = ingest.config
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracefact-grpc"),
-            options=[("grpc.max_receive_message_length", config.limits.max_body_bytes)],
+            # gRPC refuses a larger message before the servicer sees it, uncounted: its
+            # limit is twice ours, so what lies between is refused and counted here.
+            options=[("grpc.max_receive_message_length", 2 * config.limits.max_body_bytes)],
         )
         servicer = _Servicer(ingest, grpc)
         export = grpc.unary_unary_rpc_method_handler(  # bytes in: a bad message is ours to refuse
@@ -359,6 +396,10 @@ class _Servicer:
         if not self.ingest.authorized(metadata.get("authorization")):
             self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
             context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
+        limit = self.ingest.config.limits.max_body_bytes
+        if len(body) > limit:
+            self.ingest.reject("grpc", semconv.REJECT_TOO_LARGE)
+            context.abort(codes.RESOURCE_EXHAUSTED, f"message over {limit} bytes")
         try:
             request = decode(body, PROTOBUF)
         except BadRequest as exc:
@@ -368,7 +409,7 @@ class _Servicer:
             self.ingest.accept(request, "grpc")
         except Refused as exc:
             self.ingest.reject("grpc", exc.reason)
-            full = exc.reason == semconv.REJECT_FULL
+            full = exc.reason in (semconv.REJECT_FULL, semconv.REJECT_TOO_LARGE)
             if exc.retry_after is not None:
                 code = code_pb2.RESOURCE_EXHAUSTED if full else code_pb2.UNAVAILABLE
                 context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after, code))

@@ -19,7 +19,8 @@ its data), `get` returns nothing and tries again with backoff, an `ack` that fai
 in this process and is tried again first at the next `get` (should this consumer stall,
 its leases run out and another takes the entry over: a counted duplicate, never a
 loss), and `unavailable` says so (the collector's `/readyz` answers 503). `unavailable`
-asks Redis itself (PING, at most once a second): while a load balancer keeps requests away, no `put` would notice that it is back.
+asks Redis itself (PING, at most once a second): while a load balancer keeps requests
+away, no `put` would notice that it is back.
 """
 
 from __future__ import annotations
