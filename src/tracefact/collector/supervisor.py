@@ -62,7 +62,7 @@ class Supervisor:
                 self._fatal = f"{name}: {exc}"
                 logger.critical(
                     "fault that cannot clear; the collector stops",
-                    extra={"event": "fatal", "thread": name, "error": str(exc)},
+                    extra={"event": "fatal", "loop": name, "error": str(exc)},
                 )
                 self.failed.set()
                 return
@@ -76,7 +76,7 @@ class Supervisor:
                     exc_info=True,
                     extra={
                         "event": "thread_restart",
-                        "thread": name,
+                        "loop": name,
                         "error": f"{type(exc).__name__}: {exc}",
                         "restart_in_seconds": delay,
                     },
