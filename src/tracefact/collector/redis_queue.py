@@ -19,7 +19,7 @@ its data), `get` returns nothing and tries again with backoff, an `ack` that fai
 in this process and is tried again first at the next `get` (should this consumer stall,
 its leases run out and another takes the entry over: a counted duplicate, never a
 loss), and `unavailable` says so (the collector's `/readyz` answers 503). `unavailable`
-asks Redis itself (PING, at most once a second): while a load balancer keeps requests
+asks Redis itself (a probe write, at most once a second): while a load balancer keeps requests
 away, no `put` would notice that it is back.
 """
 
@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 _PAYLOAD = b"p"
 _CHECK_SECONDS = 1.0
 """How often `unavailable` asks Redis; between asks it answers what it last saw."""
+_PROBE_MS = 5000
+"""How long `unavailable`'s probe key lives (it is written again at each ask)."""
 _BOUNDED_XADD = """
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return false end
 return redis.call('XADD', KEYS[1], '*', 'p', ARGV[2])
@@ -127,7 +129,7 @@ class RedisQueue:
         self._group_ready = False
         self._outage = threading.Event()  # set while Redis is unreachable: logged once
         self._outage_error = ""
-        self._checking = threading.Lock()  # one PING at a time; other callers do not wait
+        self._checking = threading.Lock()  # one probe at a time; other callers do not wait
         self._next_check = 0.0
         self._leases = Leases(self._renew, lease_seconds / 3, name="tracefact-redis-leases")
         self._backoff = Outage(f"redis:{stream}")  # when `get` and `ack` try again
@@ -248,8 +250,13 @@ class RedisQueue:
         self._backoff.failed(operation, exc)
 
     def _check(self) -> None:
+        """A short-lived probe key written next to the stream.
+
+        Redis refuses it as it would refuse `put`'s write; a PING passes while it is
+        read-only or out of memory.
+        """
         try:
-            self._redis.ping()
+            self._redis.set(f"{self.stream}:probe", b"1", px=_PROBE_MS)
         except self._errors as exc:
             self._unreachable(exc)
         else:

@@ -122,6 +122,8 @@ class SqliteQueue:
     def put(self, request: ExportTraceServiceRequest) -> None:
         payload = request.SerializeToString()
         with self._stored:
+            if self._outage.wait_seconds() > 0:  # failed lately: refused at once, not queued
+                raise QueueUnavailable(str(self._outage.reason), self._retry_after)
             try:
                 with self._transaction():
                     count, size = self._db.execute(
