@@ -178,6 +178,16 @@ def test_a_chunked_body_over_the_limit_is_refused_before_the_rest_is_sent(
     still_serving(collector, upstream, 0xC5)
 
 
+def test_chunked_framing_is_bounded_too(served: tuple[CollectorProcess, OTLPReceiver]) -> None:
+    """One-byte chunks with long extensions: a tiny body, but more than twice the limit read."""
+    collector, upstream = served
+    padded = b"1;" + b"x" * 4000 + b"\r\n\x00\r\n"
+    status, connection, reply = chunked_post(collector, [padded] * 10, end=b"")
+    assert (status, connection) == (413, "close")
+    assert b"body over" in reply
+    still_serving(collector, upstream, 0xC6)
+
+
 @pytest.mark.parametrize(
     ("chunks", "says"),
     [
