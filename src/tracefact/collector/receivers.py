@@ -88,10 +88,6 @@ class Refused(Exception):
         self.retry_after = retry_after
 
 
-_REFUSED_STATUS = {semconv.REJECT_FULL: 429, semconv.REJECT_TOO_LARGE: 413}
-"""The HTTP status of a `Refused` by reason; the others (draining, unavailable) are 503."""
-
-
 class Ingest:
     """What both receivers do with a request: check the token, limit, count, queue."""
 
@@ -158,12 +154,7 @@ class Ingest:
             raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")
         if self.forwarder.full():
             raise Refused(semconv.REJECT_FULL, "forwarding buffer full", retry_after)
-        limits = self.config.limits
-        spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
-        if spans > limits.max_spans_per_request:
-            message = f"{spans} spans, over {limits.max_spans_per_request} per request"
-            raise Refused(semconv.REJECT_TOO_LARGE, message)
-        limited = apply_limits(request, limits)
+        limited = apply_limits(request, self.config.limits)
         if limited.spans == 0:
             return  # nothing to forward
         try:
@@ -357,7 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(exc.status, exc.message, media)
         except Refused as exc:
             self.ingest.reject("http", exc.reason)
-            status = _REFUSED_STATUS.get(exc.reason, 503)
+            status = 429 if exc.reason == semconv.REJECT_FULL else 503
             headers = {}
             if exc.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -381,7 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
             media = media_type(self.headers.get("Content-Type"))
             data = decompress(body, self.headers.get("Content-Encoding"), limit)
             del body
-            request = decode(data, media)
+            request = decode(data, media, ingest.config.limits.max_spans_per_request)
             del data
             ingest.accept(request, "http")
         finally:
@@ -519,15 +510,18 @@ class _Servicer:
             self.ingest.reject("grpc", semconv.REJECT_TOO_LARGE)
             context.abort(codes.RESOURCE_EXHAUSTED, f"message over {limit} bytes")
         try:
-            request = decode(body, PROTOBUF)
+            request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
         except BadRequest as exc:
             self.ingest.reject("grpc", exc.reason)
-            context.abort(codes.INVALID_ARGUMENT, exc.message)
+            too_large = exc.status == 413
+            context.abort(
+                codes.RESOURCE_EXHAUSTED if too_large else codes.INVALID_ARGUMENT, exc.message
+            )
         try:
             self.ingest.accept(request, "grpc")
         except Refused as exc:
             self.ingest.reject("grpc", exc.reason)
-            full = exc.reason in (semconv.REJECT_FULL, semconv.REJECT_TOO_LARGE)
+            full = exc.reason == semconv.REJECT_FULL
             if exc.retry_after is not None:
                 code = code_pb2.RESOURCE_EXHAUSTED if full else code_pb2.UNAVAILABLE
                 context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after, code))

@@ -217,3 +217,57 @@ def test_redis_refusing_writes(
     assert_accounted(collector, upstream, answers)
     assert wait_until(lambda: ready(collector).status_code == 200)
     client.close()
+
+
+# --- memory at the door ------------------------------------------------------------------
+
+
+def _length_prefixed(field: int, payload: bytes) -> bytes:
+    size, varint = len(payload), bytearray()
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes([field << 3 | 2]) + bytes(varint) + payload
+
+
+def empty_spans(body_bytes: int) -> tuple[bytes, int]:
+    """A request of empty spans (two bytes each) about `body_bytes` long, and its span count."""
+    count = (body_bytes - 16) // 2
+    scope = _length_prefixed(2, b"\x12\x00" * count)  # ScopeSpans.spans, in ResourceSpans
+    return _length_prefixed(1, scope), count
+
+
+def peak_rss_mib(process: CollectorProcess) -> float:
+    status = Path(f"/proc/{process.process.pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def test_peak_memory_under_concurrent_maximum_size_requests_is_bounded(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess]
+) -> None:
+    """Four clients at once, each with 8 MiB of empty spans (four million of them)."""
+    max_body = 8 * 1024 * 1024
+    in_flight = 3 * max_body
+    settings = processes.config(upstream.endpoint, 0.0)
+    settings["limits"] = {"max_body_bytes": max_body, "max_bytes_in_flight": in_flight}
+    collector = processes.start("collector", tmp_path / "collector.yaml", settings)
+    started.append(collector)
+    body, count = empty_spans(max_body)
+    assert len(body) <= max_body and count > 4_000_000
+    post_all(collector, range(1, 3))  # warmed up: the baseline includes serving
+    baseline = peak_rss_mib(collector)
+
+    def post(_: int) -> int:
+        return httpx.post(
+            f"{collector.http}/v1/traces", content=body, headers=PROTOBUF, timeout=60
+        ).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(post, range(4)))
+    assert set(statuses) <= {413, 429} and 413 in statuses, statuses
+    growth = peak_rss_mib(collector) - baseline
+    # Counted before decoding: about 90 MiB a request here (body, its copies, 16 bytes a
+    # span counted); decoded first, it was 700 MiB a request, and the buffer held them.
+    assert growth < 12 * in_flight / 2**20, growth
+    assert rejected(collector, semconv.REJECT_TOO_LARGE) == statuses.count(413)

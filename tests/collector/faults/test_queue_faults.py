@@ -117,7 +117,15 @@ def test_a_failed_commit_leaves_no_transaction_open(
     with pytest.raises(QueueUnavailable):
         queue.put(request(1))
     connection.execute = original  # type: ignore[method-assign]
-    queue.put(request(2))
+
+    def stored() -> bool:  # refused at once until the backoff is over, then stored
+        try:
+            queue.put(request(2))
+        except QueueUnavailable:
+            return False
+        return True
+
+    assert eventually(stored)
     [entry] = queue.get(5, 1.0)
     assert name(entry) == "span-2-0"
     queue.close()
