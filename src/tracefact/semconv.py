@@ -327,6 +327,8 @@ REJECT_FULL: Final = REFUSED_FULL
 """The request queue or the forwarding buffer is at its bound (429 / RESOURCE_EXHAUSTED)."""
 REJECT_SHUTDOWN: Final = REFUSED_SHUTDOWN
 REJECT_UNAVAILABLE: Final = REFUSED_UNAVAILABLE
+REJECT_INTERNAL: Final = "internal"
+"""An unexpected error answering the request (a bug): 500, logged with its traceback."""
 REJECT_CONNECTIONS: Final = "connections"
 """The HTTP receiver serves `limits.max_connections` already: 503 at once, and closed."""
 METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"

@@ -430,7 +430,7 @@ def test_a_request_over_the_span_limit_is_a_counted_413(
     still_serving(collector, upstream, 0x5A115)
 
 
-def test_grpc_over_the_body_limit_is_counted_as_rejected(
+def test_grpc_over_the_body_or_span_limit_is_counted_as_rejected(
     served: tuple[CollectorProcess, OTLPReceiver],
 ) -> None:
     collector, _ = served
@@ -448,7 +448,19 @@ def test_grpc_over_the_body_limit_is_counted_as_rejected(
                 metadata=(("authorization", f"Bearer {TOKEN}"),),
             )
         assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert rejected(collector, "grpc", semconv.REJECT_TOO_LARGE) == before + 1
+        request = ExportTraceServiceRequest()
+        scope = request.resource_spans.add().scope_spans.add()
+        for _ in range(MAX_SPANS + 1):
+            scope.spans.add()
+        with pytest.raises(grpc.RpcError) as many:
+            export(
+                request.SerializeToString(),
+                timeout=5,
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+            )
+        assert many.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"over {MAX_SPANS} per request" in (many.value.details() or "")
+    assert rejected(collector, "grpc", semconv.REJECT_TOO_LARGE) == before + 2
 
 
 def test_a_client_that_leaves_early_costs_no_traceback_and_every_log_line_is_json(

@@ -15,6 +15,7 @@ refused gets a status saying why, and is counted by reason:
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | queue's store unreachable (Redis down) | 503 + Retry-After | UNAVAILABLE + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
+| an unexpected error (a bug), logged | 500 | UNKNOWN (gRPC's own), uncounted |
 | `max_connections` connections open already | 503 + Retry-After, closed | - |
 | bodies of `max_bytes_in_flight` being read already | 429 + Retry-After | - |
 
@@ -353,6 +354,13 @@ class _Handler(BaseHTTPRequestHandler):
             if exc.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
             self._error(status, exc.message, media, headers)
+        except OSError:
+            raise  # the connection failed: `_Server.handle_error` logs it
+        except Exception as exc:  # a bug: answered and counted, never a dropped connection
+            logger.exception("request failed", extra={"event": "request_failed"})
+            self.ingest.reject("http", semconv.REJECT_INTERNAL)
+            self.close_connection = True
+            self._error(500, f"internal error: {type(exc).__name__}", media)
 
     def _export(self) -> None:
         ingest = self.ingest
