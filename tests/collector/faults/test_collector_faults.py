@@ -122,6 +122,7 @@ def test_sqlite_locked_by_another_process(
     locker.stdin.write("\n")
     locker.stdin.close()
     locker.wait(10)
+    locker.stdout.close()
     answers |= post_all(collector, range(31, 41))
     assert_accounted(collector, upstream, answers)
     assert wait_until(lambda: ready(collector).status_code == 200)
