@@ -20,7 +20,7 @@ export UV_NO_PROGRESS := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
 	prometheus-tools test-prometheus terminal-deps redis-server test-queues lock test-latest \
-	dist test-wheel test-agents agent-fixtures
+	dist test-wheel test-agents agent-fixtures test-faults
 
 $(UV): locks/uv.txt
 	rm -rf $(UV_HOME)
@@ -166,6 +166,12 @@ redis-server:
 # tests with subprocesses on SQLite and a real Redis (under CI=true a missing Redis fails).
 test-queues: setup-dev redis-server
 	TRACEFACT_QUEUE_CRASH_TESTS=1 $(BIN)/pytest -q tests/collector/queues
+
+# The collector through faults (subprocesses): SQLite locked by another process and on a
+# full disk (a 2 MiB tmpfs where the machine can mount one), a file that is not a queue, a
+# real Redis refusing writes (READONLY, OOM); make test runs the in-process half.
+test-faults: setup-dev redis-server
+	TRACEFACT_FAULT_TESTS=1 $(BIN)/pytest -q tests/collector/faults
 
 bench: setup-dev
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

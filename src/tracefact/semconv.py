@@ -327,6 +327,10 @@ REJECT_FULL: Final = REFUSED_FULL
 """The request queue or the forwarding buffer is at its bound (429 / RESOURCE_EXHAUSTED)."""
 REJECT_SHUTDOWN: Final = REFUSED_SHUTDOWN
 REJECT_UNAVAILABLE: Final = REFUSED_UNAVAILABLE
+REJECT_INTERNAL: Final = "internal"
+"""An unexpected error answering the request (a bug): 500, logged with its traceback."""
+REJECT_CONNECTIONS: Final = "connections"
+"""The HTTP receiver serves `limits.max_connections` already: 503 at once, and closed."""
 METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"
 """Counter: upstream requests retried after a transient failure, by `upstream`."""
 METRIC_COLLECTOR_UPSTREAM_FAILED = "tracefact.collector.upstream.failed"
@@ -345,6 +349,10 @@ LIMITED_EVENT: Final = "event"
 LIMITED_LINK: Final = "link"
 LIMITED_RESOURCE: Final = "resource"
 LIMITED_SCOPE: Final = "scope"
+METRIC_COLLECTOR_RESTARTS = "tracefact.collector.threads.restarted"
+"""Counter: background loops (the engine's) restarted after they raised, by `thread`.
+Each restart is logged with its error; a fault that cannot clear (a queue file that is
+not a queue) is not restarted: `/readyz` reports it and the process exits non-zero."""
 METRIC_COLLECTOR_BUFFERED = "tracefact.collector.forward.buffered"
 """Gauge: spans held for forwarding (every upstream)."""
 METRIC_COLLECTOR_QUEUE_DEPTH = "tracefact.collector.queue.depth"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,7 @@ from tracefact import semconv
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MAX_BODY = 16 * 1024
+MAX_SPANS = 500
 PROTOBUF = {"Content-Type": "application/x-protobuf", **AUTH}
 
 
@@ -48,6 +50,7 @@ def served(
             "max_body_bytes": MAX_BODY,
             "max_attributes_per_span": 8,
             "max_attribute_value_bytes": 64,
+            "max_spans_per_request": MAX_SPANS,
         }
         path = tmp_path_factory.mktemp("protection") / "tracefact.yaml"
         with running_collector(path, config) as collector:
@@ -173,6 +176,16 @@ def test_a_chunked_body_over_the_limit_is_refused_before_the_rest_is_sent(
     assert connection == "close"
     assert b"body over" in reply
     still_serving(collector, upstream, 0xC5)
+
+
+def test_chunked_framing_is_bounded_too(served: tuple[CollectorProcess, OTLPReceiver]) -> None:
+    """One-byte chunks with long extensions: a tiny body, but more than twice the limit read."""
+    collector, upstream = served
+    padded = b"1;" + b"x" * 4000 + b"\r\n\x00\r\n"
+    status, connection, reply = chunked_post(collector, [padded] * 10, end=b"")
+    assert (status, connection) == (413, "close")
+    assert b"body over" in reply
+    still_serving(collector, upstream, 0xC6)
 
 
 @pytest.mark.parametrize(
@@ -369,3 +382,110 @@ def test_an_llm_span_with_invalid_ids_is_forwarded_as_received(
     [received] = [s for _, s in upstream.spans() if s.name == "short-trace-id"]
     assert received.trace_id == span.trace_id and received.span_id == span.span_id
     assert semconv.EVAL_STATUS not in attributes(received)  # this collector's limits apply
+
+
+def rejected(collector: CollectorProcess, protocol: str, reason: str) -> float:
+    """`tracefact.collector.requests.rejected` for one protocol and reason, from /metrics."""
+    text = httpx.get(f"{collector.http}/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        if (
+            line.startswith("tracefact_collector_requests_rejected_total{")
+            and f'protocol="{protocol}"' in line
+            and f'reason="{reason}"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_json_nested_too_deep_is_a_counted_400(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    before = rejected(collector, "http", semconv.REJECT_MALFORMED)
+    deep = b'{"resourceSpans": ' + b"[" * 7000 + b"]" * 7000 + b"}"
+    response = post(collector, deep, {"Content-Type": "application/json", **AUTH})
+    assert response.status_code == 400
+    assert "nested too deep" in response.text
+    assert rejected(collector, "http", semconv.REJECT_MALFORMED) == before + 1
+    still_serving(collector, upstream, 0xDEE9)
+
+
+def test_a_request_over_the_span_limit_is_a_counted_413(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """Empty spans are two bytes each: the body limit alone lets millions through."""
+    collector, upstream = served
+    before = rejected(collector, "http", semconv.REJECT_TOO_LARGE)
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for _ in range(MAX_SPANS + 1):
+        scope.spans.add()
+    body = request.SerializeToString()
+    assert len(body) < MAX_BODY
+    response = post(collector, body, PROTOBUF)
+    assert response.status_code == 413
+    assert f"over {MAX_SPANS} per request" in response.text
+    assert rejected(collector, "http", semconv.REJECT_TOO_LARGE) == before + 1
+    still_serving(collector, upstream, 0x5A115)
+
+
+def test_grpc_over_the_body_or_span_limit_is_counted_as_rejected(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, _ = served
+    before = rejected(collector, "grpc", semconv.REJECT_TOO_LARGE)
+    with grpc.insecure_channel(collector.grpc) as channel:
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        with pytest.raises(grpc.RpcError) as oversize:
+            export(
+                b"\x00" * (MAX_BODY + 1),
+                timeout=5,
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+            )
+        assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        request = ExportTraceServiceRequest()
+        scope = request.resource_spans.add().scope_spans.add()
+        for _ in range(MAX_SPANS + 1):
+            scope.spans.add()
+        with pytest.raises(grpc.RpcError) as many:
+            export(
+                request.SerializeToString(),
+                timeout=5,
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+            )
+        assert many.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"over {MAX_SPANS} per request" in (many.value.details() or "")
+    assert rejected(collector, "grpc", semconv.REJECT_TOO_LARGE) == before + 2
+
+
+def test_a_client_that_leaves_early_costs_no_traceback_and_every_log_line_is_json(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """The client sends a request and closes before the reply: the reply hits a closed pipe."""
+    collector, upstream = served
+    port = int(collector.http.rsplit(":", 1)[1])
+    body = valid_request(0xB0CE)
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            sock.sendall(
+                (
+                    "POST /v1/traces HTTP/1.1\r\nHost: collector\r\n"
+                    f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/x-protobuf\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                + body
+            )  # closed at once, with a reset: the collector's reply finds no reader
+    deep = b'{"resourceSpans": ' + b"[" * 7000 + b"]" * 7000 + b"}"
+    post(collector, deep, {"Content-Type": "application/json", **AUTH})
+    still_serving(collector, upstream, 0xB0CF)
+    for line in list(collector.lines):
+        assert line.startswith("{") and json.loads(line), line
+    assert not any("Traceback" in line and '"exception"' not in line for line in collector.lines)

@@ -3,13 +3,19 @@
 A durable queue hands an entry out again once its consumer stops answering for it. The
 time that takes must not be a guess at how long processing may last (a slow upstream or
 evaluator would get its entries duplicated), so each process renews the leases of the
-entries it holds on a thread: only a dead (or frozen) holder's leases run out.
+entries it holds on a thread: only a dead, frozen or stalled holder's leases run out.
+
+A holder is stalled when it makes no progress: nothing acknowledged for `stall_seconds`.
+It then renews only the entries it took within that time, so the older ones run out
+and a healthy consumer takes them over (a collector whose acknowledgements fail, say,
+must not keep its claim on what it cannot finish).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 logger = logging.getLogger(__name__)
@@ -24,29 +30,50 @@ class Leases:
             a counted duplicate).
         interval_seconds: well under the backend's lease (a third of it).
         name: the renewal thread's name.
+        stall_seconds: with no acknowledgement for this long, entries held longer stop
+            being renewed (default: nine renewal intervals, three leases).
     """
 
     def __init__(
-        self, renew: Callable[[list[str]], None], interval_seconds: float, name: str
+        self,
+        renew: Callable[[list[str]], None],
+        interval_seconds: float,
+        name: str,
+        stall_seconds: float | None = None,
     ) -> None:
         self._renew = renew
         self._interval = interval_seconds
         self._name = name
-        self._held: set[str] = set()
+        self._stall = interval_seconds * 9 if stall_seconds is None else stall_seconds
+        self._held: dict[str, float] = {}  # id: when it was taken (monotonic)
+        self._progress = time.monotonic()  # the last acknowledgement
         self._lock = threading.Lock()  # guards _held and _thread
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def hold(self, ids: Iterable[str]) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._held.update(ids)
+            if not self._held:  # idle until now: the stall clock starts with this work
+                self._progress = now
+            self._held.update(dict.fromkeys(ids, now))
             if self._thread is None and self._held and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
 
     def release(self, entry_id: str) -> None:
+        """The entry was acknowledged: progress."""
         with self._lock:
-            self._held.discard(entry_id)
+            self._held.pop(entry_id, None)
+            self._progress = time.monotonic()
+
+    def renewable(self) -> list[str]:
+        """The ids to renew now: all of them, or while stalled only the recently taken."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._progress < self._stall:
+                return sorted(self._held)
+            return sorted(i for i, taken in self._held.items() if now - taken < self._stall)
 
     def close(self) -> list[str]:
         """Stop renewing; the ids still held, which the backend may hand back at once.
@@ -64,8 +91,7 @@ class Leases:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            with self._lock:
-                ids = sorted(self._held)
+            ids = self.renewable()
             if not ids:
                 continue
             try:

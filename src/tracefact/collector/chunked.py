@@ -21,33 +21,55 @@ _HEX = b"0123456789abcdefABCDEF"
 
 def read_chunked(stream: BufferedIOBase, limit: int) -> bytes:
     """The decoded body; raises `BadRequest` (413 past `limit`, 400 if malformed)."""
+    reader = _Reader(stream, 2 * limit + MAX_LINE, limit)
     body = bytearray()
-    while size := _chunk_size(stream):
+    while size := _chunk_size(reader):
         if len(body) + size > limit:
-            raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
-        chunk = stream.read(size)
-        if len(chunk) < size or _line(stream) != b"":
+            raise _too_large(limit)
+        chunk = reader.read(size)
+        if len(chunk) < size or reader.line() != b"":
             raise _malformed("chunk shorter than its size")
         body += chunk
     for _ in range(MAX_TRAILERS):
-        if _line(stream) == b"":  # trailers are not used by OTLP: skipped
+        if reader.line() == b"":  # trailers are not used by OTLP: skipped
             return bytes(body)
     raise _malformed("too many trailer lines")
 
 
-def _chunk_size(stream: BufferedIOBase) -> int:
-    text = _line(stream).split(b";", 1)[0].strip()  # extensions after ";" are ignored
+class _Reader:
+    """The stream, counting what is read against the wire bound."""
+
+    def __init__(self, stream: BufferedIOBase, wire_limit: int, limit: int) -> None:
+        self._stream = stream
+        self._left = wire_limit
+        self._limit = limit
+
+    def read(self, size: int) -> bytes:
+        return self._count(self._stream.read(size))
+
+    def line(self) -> bytes:
+        """One CRLF-terminated line without its terminator; a missing one is malformed."""
+        line = self._count(self._stream.readline(MAX_LINE + 1))
+        if not line.endswith(b"\n"):
+            raise _malformed("chunked body cut short or line too long")
+        return line.rstrip(b"\r\n")
+
+    def _count(self, data: bytes) -> bytes:
+        self._left -= len(data)
+        if self._left < 0:
+            raise _too_large(self._limit)
+        return data
+
+
+def _chunk_size(reader: _Reader) -> int:
+    text = reader.line().split(b";", 1)[0].strip()  # extensions after ";" are ignored
     if not text or text.strip(_HEX):  # int() alone would take "-1", "0x1", "1_0"
         raise _malformed(f"bad chunk size {text[:20]!r}")
     return int(text, 16)
 
 
-def _line(stream: BufferedIOBase) -> bytes:
-    """One CRLF-terminated line without its terminator; a missing one is malformed."""
-    line = stream.readline(MAX_LINE + 1)
-    if not line.endswith(b"\n"):
-        raise _malformed("chunked body cut short or line too long")
-    return line.rstrip(b"\r\n")
+def _too_large(limit: int) -> BadRequest:
+    return BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
 
 
 def _malformed(message: str) -> BadRequest:

@@ -84,11 +84,30 @@ class Limits(_Model):
 
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Request body as sent (and again once decompressed); larger is 413 / INVALID_ARGUMENT."""
+    max_spans_per_request: int = Field(default=100_000, ge=1)
+    """Spans one request may carry once decoded; more is refused (413 / RESOURCE_EXHAUSTED)
+    and counted: 8 MiB of empty spans is four million of them."""
+    max_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Request bodies the HTTP receiver reads and decodes at once, in bytes (by their
+    Content-Length, `max_body_bytes` for a chunked one); a request past it is answered
+    429 with a retry hint at once: memory stays bounded under concurrent large requests."""
+    max_connections: int = Field(default=1024, ge=1)
+    """HTTP connections served at once; one more is answered 503 with a retry hint at
+    once and closed (a burst of several hundred clients is served)."""
+    request_timeout_seconds: float = Field(default=30.0, gt=0)
+    """A whole HTTP request (headers and body) must arrive within this; a connection
+    that takes longer, or sits idle longer between requests, is closed (slow clients)."""
     max_attributes_per_span: int = Field(default=256, ge=1)
     """Per attribute list (span, event, link, resource, scope); further ones are dropped
     and counted in the owner's dropped_attributes_count."""
     max_attribute_value_bytes: int = Field(default=64 * 1024, ge=16)
     """Longer string values are truncated (UTF-8 safe) and counted."""
+
+    @model_validator(mode="after")
+    def _room_for_one_body(self) -> Limits:
+        if self.max_bytes_in_flight < self.max_body_bytes:
+            raise ValueError("max_bytes_in_flight must be at least max_body_bytes")
+        return self
 
 
 class Upstream(_Model):

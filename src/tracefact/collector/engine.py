@@ -57,6 +57,7 @@ from tracefact.collector import spans
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.queue import Entry, RequestQueue
+from tracefact.collector.supervisor import Supervisor
 from tracefact.collector.writeback import Held, Tracker, WriteBack, done_callback
 from tracefact.conventions import Role, span_role
 from tracefact.conventions.roles import ROLE_KEYS
@@ -87,6 +88,7 @@ class Engine:
         hold_in_queue: bool = False,
         max_age_seconds: float | None = None,
         max_deliveries: int | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.queue = queue
         self.forwarder = forwarder
@@ -107,7 +109,9 @@ class Engine:
         """Entries left unacknowledged at shutdown for another consumer."""
         self._kept_lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tracefact-engine", daemon=True)
+        self.supervisor = supervisor or Supervisor(metrics)
+        """Restarts `_run` when it raises (a queue fault, a bug), counted and logged."""
+        self._thread: threading.Thread | None = None
 
     @property
     def waiting(self) -> int:
@@ -115,12 +119,13 @@ class Engine:
         return len(self._window)
 
     def start(self) -> None:
-        self._thread.start()
+        self._thread = self.supervisor.spawn("tracefact-engine", self._run, self._stop)
 
     def stop(self, timeout: float) -> None:
         """Stop the thread; `drain` then finishes what is left."""
         self._stop.set()
-        self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def drain(self) -> None:
         """Route every entry left in the queue and release the whole window now.

@@ -39,6 +39,7 @@ from tracefact._imports import import_extra
 from tracefact._retry import Attempt, Backoff, Retries, attempt_of
 from tracefact.collector.config import Forwarding, Upstream
 from tracefact.collector.metrics import CollectorMetrics
+from tracefact.scrubbing import clean_text
 
 logger = logging.getLogger("tracefact.collector")
 
@@ -173,7 +174,7 @@ class UpstreamSender(Transport[Parcel, bytes]):
         metrics: CollectorMetrics,
         done: Callable[[Parcel], None],
     ) -> None:
-        self.name = upstream.endpoint
+        self.name = clean_text(upstream.endpoint)  # a metric label and log field: no password
         self.client: HttpUpstream | GrpcUpstream = (
             GrpcUpstream(upstream, options.retry_max_seconds)
             if upstream.protocol == "grpc"
@@ -302,4 +303,4 @@ class Forwarder:
 
     @staticmethod
     def describe(upstreams: Sequence[Upstream]) -> list[dict[str, Any]]:
-        return [{"endpoint": u.endpoint, "protocol": u.protocol} for u in upstreams]
+        return [{"endpoint": clean_text(u.endpoint), "protocol": u.protocol} for u in upstreams]

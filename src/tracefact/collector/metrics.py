@@ -63,6 +63,12 @@ class CollectorMetrics:
             description="LLM spans sent on unevaluated: too old, or redelivered too often",
         )
 
+        self.restarts = meter.create_counter(
+            semconv.METRIC_COLLECTOR_RESTARTS,
+            unit="{restart}",
+            description="background loops restarted after they raised",
+        )
+
     def gauge(self, name: str, unit: str, description: str, read: Callable[[], int]) -> None:
         """An observable gauge reading `read()` at each scrape."""
 

@@ -21,7 +21,7 @@ from typing import Protocol
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracefact.errors import TracefactError
+from tracefact.errors import ConfigurationError, TracefactError
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,60 @@ class QueueUnavailable(QueueFull):
         QueueFull.__init__(self, retry_after_seconds)
         self.args = (f"queue unavailable ({reason}); retry in {retry_after_seconds:g} s",)
         self.reason = reason
+
+
+class QueueBroken(ConfigurationError):
+    """The store is not a queue (a damaged or foreign file): a fault that cannot clear.
+
+    Raised where the queue is opened (one line for the operator, no traceback) and by
+    `get` once the store turns out damaged: the collector reports it on `/readyz`, then
+    exits non-zero, since no retry can make the file a queue again.
+    """
+
+    transient = False
+
+
+class Outage:
+    """A queue operation that fails now and is tried again later, with backoff.
+
+    `put` refuses (503) while the store cannot take data; `get` and `ack` wait their
+    turn here instead of hammering a store that is locked, full or refusing writes,
+    and `unavailable` reports the last failure until an operation succeeds again. The
+    first failure and the recovery are logged once each, not every retry.
+    """
+
+    def __init__(self, name: str, base_seconds: float = 0.05, max_seconds: float = 2.0) -> None:
+        self.name = name
+        self._base = base_seconds
+        self._max = max_seconds
+        self._failures = 0
+        self._retry_at = 0.0
+        self.reason: str | None = None
+
+    def failed(self, operation: str, exc: BaseException) -> None:
+        self.reason = f"{operation}: {type(exc).__name__}: {exc}"
+        if self._failures == 0:
+            logger.warning(
+                "queue operation failed; retrying with backoff",
+                extra={"event": "queue_fault", "queue": self.name, "error": self.reason},
+            )
+        self._failures += 1
+        delay = min(self._max, self._base * 2 ** min(self._failures - 1, 16))
+        self._retry_at = time.monotonic() + delay
+
+    def succeeded(self) -> None:
+        if self._failures:
+            logger.warning(
+                "queue operations succeed again",
+                extra={"event": "queue_recovered", "queue": self.name},
+            )
+        self._failures = 0
+        self._retry_at = 0.0
+        self.reason = None
+
+    def wait_seconds(self) -> float:
+        """How long until the next try is due (0 when it is)."""
+        return max(0.0, self._retry_at - time.monotonic())
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,22 @@ refused gets a status saying why, and is counted by reason:
 | why | HTTP | gRPC |
 |---|---|---|
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
-| body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED (gRPC's own message limit) |
+| body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED |
+| more than `max_spans_per_request` spans | 413 | RESOURCE_EXHAUSTED |
 | not protobuf or JSON, unknown encoding | 415 | - |
-| not a valid OTLP message, bad chunked body | 400 | INVALID_ARGUMENT |
+| not a valid OTLP message (also JSON nested too deep), bad chunked body | 400 | INVALID_ARGUMENT |
 | neither Content-Length nor chunked | 411 | - |
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | queue's store unreachable (Redis down) | 503 + Retry-After | UNAVAILABLE + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
+| an unexpected error (a bug), logged | 500 | UNKNOWN (gRPC's own), uncounted |
+| `max_connections` connections open already | 503 + Retry-After, closed | - |
+| bodies of `max_bytes_in_flight` being read already | 429 + Retry-After | - |
+
+The HTTP receiver bounds its memory at the door: connections (`max_connections`), the
+bodies it reads at once (`max_bytes_in_flight`) and the time a request may take to
+arrive (`request_timeout_seconds`, for the whole request, not each read: a client
+sending a byte a minute is closed, as is a connection idle that long).
 
 A body comes with a Content-Length or `Transfer-Encoding: chunked` (see `chunked`); a
 chunked one is refused with 413 as soon as a chunk would pass the limit.
@@ -25,16 +34,19 @@ its JSON body) and `/metrics` (Prometheus).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import math
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -86,9 +98,11 @@ class Ingest:
         queue: RequestQueue,
         forwarder: Forwarder,
         metrics: CollectorMetrics,
+        fatal: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.config = config
         self.queue = queue
+        self._fatal = fatal  # a fault that cannot clear: the process is about to exit
         self.forwarder = forwarder
         self.metrics = metrics
         self.accepting = True
@@ -104,7 +118,10 @@ class Ingest:
         return hmac.compare_digest(given, self._expected)
 
     def unready(self) -> str | None:
-        """Why `/readyz` answers 503 (draining, full, the queue unavailable), or None."""
+        """Why `/readyz` answers 503 (failed, draining, full, the queue unavailable), or None."""
+        fatal = self._fatal()
+        if fatal is not None:
+            return f"failed: {fatal}"
         if not self.accepting:
             return "shutting down"
         if self.forwarder.full():
@@ -186,9 +203,13 @@ class HttpReceiver:
         receiver = ingest.config.receivers.http
         assert receiver is not None, "built only when the HTTP receiver is on"
         host, port = receiver.host, receiver.port
-        handler = type("Handler", (_Handler,), {"ingest": ingest, "render": render_metrics})
+        limits = ingest.config.limits
+        budget = _Budget(limits.max_bytes_in_flight)
+        attributes = {"ingest": ingest, "render": render_metrics, "budget": budget}
+        attributes["timeout"] = limits.request_timeout_seconds
+        handler = type("Handler", (_Handler,), attributes)
         try:
-            self.server = ThreadingHTTPServer((host, port), handler)
+            self.server = _Server((host, port), handler, ingest)
         except OSError as exc:
             raise port_taken("receivers.http", host, port, exc.strerror) from None
         self.server.daemon_threads = True
@@ -196,21 +217,131 @@ class HttpReceiver:
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="tracefact-http", daemon=True
         )
+        self._reaper = threading.Thread(
+            target=self.server.reap, name="tracefact-http-deadlines", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
+        self._reaper.start()
 
     def stop(self) -> None:
         self.server.shutdown()
+        self.server.stop_reaping()
         self.server.server_close()
+
+
+class _Budget:
+    """Bytes of request bodies being read and decoded at once; never waits."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        with self._lock:
+            if self._used + size > self.limit:
+                return False
+            self._used += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self._used -= size
+
+
+class _Server(ThreadingHTTPServer):
+    """The stdlib's threading server, bounded: connections, and each request's deadline.
+
+    A thread per connection, at most `max_connections`; one more is answered 503 at
+    once. Each connection has a deadline, `request_timeout_seconds` after it opened or
+    after its last reply; a reaper thread closes the connections past theirs.
+    """
+
+    request_queue_size = 1024
+    """Connections the kernel holds before one is accepted: the stdlib's 5 left hundreds of
+    clients connecting at once waiting for SYN retries (seconds each)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], ingest: Ingest) -> None:
+        super().__init__(address, handler)
+        limits = ingest.config.limits
+        self.ingest = ingest
+        self.max_connections = limits.max_connections
+        self.request_timeout = limits.request_timeout_seconds
+        self._deadlines: dict[socket.socket, float] = {}  # open connections, by deadline
+        self._lock = threading.Lock()  # guards _deadlines
+        self._stop = threading.Event()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            full = len(self._deadlines) >= self.max_connections
+            if not full:
+                self._deadlines[request] = time.monotonic() + self.request_timeout
+        if not full:
+            super().process_request(request, client_address)
+            return
+        self.ingest.reject("http", semconv.REJECT_CONNECTIONS)
+        retry_after = max(1, math.ceil(self.ingest.config.forwarding.retry_after_seconds))
+        body = b"too many connections\n"
+        reply = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: {retry_after}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode() + body
+        try:
+            request.settimeout(1.0)
+            request.sendall(reply)
+        except OSError:
+            pass  # the client is gone: nothing to tell it
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._deadlines.pop(request, None)
+
+    def replied(self, request: Any) -> None:
+        """A reply went out: the connection's next request gets a full deadline."""
+        with self._lock:
+            if request in self._deadlines:
+                self._deadlines[request] = time.monotonic() + self.request_timeout
+
+    def reap(self) -> None:
+        """Close the connections past their deadline, until `stop_reaping`."""
+        interval = min(1.0, self.request_timeout / 4)
+        while not self._stop.wait(interval):
+            now = time.monotonic()
+            with self._lock:
+                late = [conn for conn, deadline in self._deadlines.items() if deadline <= now]
+            for connection in late:
+                with contextlib.suppress(OSError):  # its thread's read ends, and the thread
+                    connection.shutdown(socket.SHUT_RDWR)
+
+    def stop_reaping(self) -> None:
+        self._stop.set()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's failure, as one JSON log line (the stdlib prints a traceback).
+
+        A client that went away mid-reply is routine: logged at debug.
+        """
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            logger.debug("client went away", extra={"event": "client_gone"})
+            return
+        logger.error("connection failed", exc_info=True, extra={"event": "connection_failed"})
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
-    timeout = 60  # seconds a connection may sit idle or send slowly before it is closed
+    timeout = 30  # per read; the whole request's deadline is the server's
     server_version = "tracefact-collector"
     ingest: Ingest
     render: Callable[[], bytes]
+    budget: _Budget
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: requests are counted in metrics, not logged one by one."""
@@ -249,6 +380,13 @@ class _Handler(BaseHTTPRequestHandler):
             if exc.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
             self._error(status, exc.message, media, headers)
+        except OSError:
+            raise  # the connection failed: `_Server.handle_error` logs it
+        except Exception as exc:  # a bug: answered and counted, never a dropped connection
+            logger.exception("request failed", extra={"event": "request_failed"})
+            self.ingest.reject("http", semconv.REJECT_INTERNAL)
+            self.close_connection = True
+            self._error(500, f"internal error: {type(exc).__name__}", media)
 
     def _export(self) -> None:
         ingest = self.ingest
@@ -256,11 +394,23 @@ class _Handler(BaseHTTPRequestHandler):
         if not ingest.authorized(self.headers.get("Authorization")):
             self._discard_body()
             raise BadRequest(401, semconv.REJECT_UNAUTHENTICATED, "missing or wrong bearer token")
-        body = self._body(limit)
-        media = media_type(self.headers.get("Content-Type"))
-        data = decompress(body, self.headers.get("Content-Encoding"), limit)
-        request = decode(data, media)
-        ingest.accept(request, "http")
+        size = limit if self._chunked() else min(self._length(), limit)
+        if not self.budget.take(size):
+            self.close_connection = True  # the body is not read: the connection is done
+            retry_after = ingest.config.forwarding.retry_after_seconds
+            raise Refused(
+                semconv.REJECT_FULL, "receiver busy: too many bytes in flight", retry_after
+            )
+        try:
+            body = self._body(limit)
+            media = media_type(self.headers.get("Content-Type"))
+            data = decompress(body, self.headers.get("Content-Encoding"), limit)
+            del body
+            request = decode(data, media, ingest.config.limits.max_spans_per_request)
+            del data
+            ingest.accept(request, "http")
+        finally:
+            self.budget.give(size)
         if media == JSON:
             self._reply(200, b"{}", JSON)
         else:
@@ -342,6 +492,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
+        cast(_Server, self.server).replied(self.connection)
 
 
 # --- gRPC ----------------------------------------------------------------------------------
@@ -355,9 +506,11 @@ class GrpcReceiver:
         config = ingest.config
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracefact-grpc"),
-            # No SO_REUSEPORT: a port another server holds is an error, not a shared port.
+            # gRPC refuses a larger message before the servicer sees it, uncounted: its
+            # limit is twice ours, so what lies between is refused and counted here. No
+            # SO_REUSEPORT: a port another server holds is an error, not a shared port.
             options=[
-                ("grpc.max_receive_message_length", config.limits.max_body_bytes),
+                ("grpc.max_receive_message_length", 2 * config.limits.max_body_bytes),
                 ("grpc.so_reuseport", 0),
             ],
         )
@@ -394,11 +547,18 @@ class _Servicer:
         if not self.ingest.authorized(metadata.get("authorization")):
             self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
             context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
+        limit = self.ingest.config.limits.max_body_bytes
+        if len(body) > limit:
+            self.ingest.reject("grpc", semconv.REJECT_TOO_LARGE)
+            context.abort(codes.RESOURCE_EXHAUSTED, f"message over {limit} bytes")
         try:
-            request = decode(body, PROTOBUF)
+            request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
         except BadRequest as exc:
             self.ingest.reject("grpc", exc.reason)
-            context.abort(codes.INVALID_ARGUMENT, exc.message)
+            too_large = exc.status == 413
+            context.abort(
+                codes.RESOURCE_EXHAUSTED if too_large else codes.INVALID_ARGUMENT, exc.message
+            )
         try:
             self.ingest.accept(request, "grpc")
         except Refused as exc:

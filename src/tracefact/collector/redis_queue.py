@@ -13,11 +13,14 @@ once. Live consumers reset the idle time of what they hold (XCLAIM JUSTID, throu
 Durability is Redis's: `put` returns once Redis has the entry in memory. With
 `appendonly yes` it survives a Redis restart (`appendfsync always`: also a power loss;
 `everysec`: up to a second of acknowledged requests may be lost with the machine).
-While Redis is unreachable, `put` raises `QueueUnavailable` (the client is told to retry
-and keeps its data), `get` returns nothing, an `ack` that fails leaves the entry to
-be taken over later (a counted duplicate, never a loss), and `unavailable` says so (the
-collector's `/readyz` answers 503). `unavailable` asks Redis itself (PING, at most once a
-second): while a load balancer keeps requests away, no `put` would notice that it is back.
+While Redis is unreachable or refuses writes (out of memory, MISCONF, READONLY: a
+`ResponseError`), `put` raises `QueueUnavailable` (the client is told to retry and keeps
+its data), `get` returns nothing and tries again with backoff, an `ack` that fails waits
+in this process and is tried again first at the next `get` (should this consumer stall,
+its leases run out and another takes the entry over: a counted duplicate, never a
+loss), and `unavailable` says so (the collector's `/readyz` answers 503). `unavailable`
+asks Redis itself (a probe write, at most once a second): while a load balancer keeps requests
+away, no `put` would notice that it is back.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from tracefact._imports import import_extra
 from tracefact.collector._leases import Leases
 from tracefact.collector.queue import (
     Entry,
+    Outage,
     QueueFull,
     QueueUnavailable,
     decode_stored,
@@ -47,6 +51,8 @@ logger = logging.getLogger(__name__)
 _PAYLOAD = b"p"
 _CHECK_SECONDS = 1.0
 """How often `unavailable` asks Redis; between asks it answers what it last saw."""
+_PROBE_MS = 5000
+"""How long `unavailable`'s probe key lives (it is written again at each ask)."""
 _BOUNDED_XADD = """
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return false end
 return redis.call('XADD', KEYS[1], '*', 'p', ARGV[2])
@@ -96,9 +102,11 @@ class RedisQueue:
             socket_timeout_seconds=socket_timeout_seconds,
         )
         redis = import_extra("redis", "redis")
+        # Every error of a call: unreachable, too slow, or refused (OOM, MISCONF, READONLY).
         self._errors: tuple[type[Exception], ...] = (
             redis.ConnectionError,
             redis.TimeoutError,
+            redis.ResponseError,
         )
         self._response_error: type[Exception] = redis.ResponseError
         # Any: redis-py annotates its sync and async clients alike (X | Awaitable[X]).
@@ -121,9 +129,12 @@ class RedisQueue:
         self._group_ready = False
         self._outage = threading.Event()  # set while Redis is unreachable: logged once
         self._outage_error = ""
-        self._checking = threading.Lock()  # one PING at a time; other callers do not wait
+        self._checking = threading.Lock()  # one probe at a time; other callers do not wait
         self._next_check = 0.0
         self._leases = Leases(self._renew, lease_seconds / 3, name="tracefact-redis-leases")
+        self._backoff = Outage(f"redis:{stream}")  # when `get` and `ack` try again
+        self._unacked: list[str] = []  # acknowledgements that failed, tried again first
+        self._acking = threading.Lock()  # guards _unacked
 
     def put(self, request: ExportTraceServiceRequest) -> None:
         try:
@@ -132,7 +143,7 @@ class RedisQueue:
             )
         except self._errors as exc:
             self._unreachable(exc)
-            raise QueueUnavailable(f"redis unreachable: {exc}", self._retry_after) from exc
+            raise QueueUnavailable(self._describe(exc), self._retry_after) from exc
         self._reachable()
         if entry_id is None:
             raise QueueFull(self._retry_after)
@@ -141,7 +152,15 @@ class RedisQueue:
         if max_entries < 1:  # COUNT 0 would mean no limit to Redis
             return []
         deadline = time.monotonic() + max(0.0, timeout_seconds)
+        wait = self._backoff.wait_seconds()
+        if wait > 0:  # failed lately: not before the backoff is over
+            if wait > deadline - time.monotonic():
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                return []
+            time.sleep(wait)
         try:
+            if not self._try_acks():
+                return []
             self._ensure_group()
             while True:  # claims are looked for between short blocking reads
                 entries = self._claim(max_entries)
@@ -152,27 +171,21 @@ class RedisQueue:
                 if entries or block_ms <= 0:
                     break
         except self._errors as exc:
-            self._unreachable(exc)
-            time.sleep(max(0.0, deadline - time.monotonic()))
-            return []
-        except self._response_error as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            self._group_ready = False  # Redis lost the stream (restarted without its data)
+            if isinstance(exc, self._response_error) and "NOGROUP" in str(exc):
+                self._group_ready = False  # Redis lost the stream (restarted without its data)
+                return []
+            self._failed("get", exc)
             return []
         self._reachable()
+        self._backoff.succeeded()
         self._leases.hold(entry.id for entry in entries)
         return entries
 
     def ack(self, entry_id: str) -> None:
-        self._leases.release(entry_id)
-        try:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.xack(self.stream, self.group, entry_id)
-            pipe.xdel(self.stream, entry_id)
-            pipe.execute()
-        except self._errors as exc:
-            self._unreachable(exc)  # pending still: another consumer takes it over later
+        with self._acking:
+            self._unacked.append(entry_id)
+        if self._backoff.wait_seconds() <= 0:
+            self._try_acks()
 
     def depth(self) -> int:
         """The stream's length; while Redis is unreachable, the last length read."""
@@ -190,10 +203,11 @@ class RedisQueue:
                     self._next_check = time.monotonic() + _CHECK_SECONDS
             finally:
                 self._checking.release()
-        return f"redis unreachable: {self._outage_error}" if self._outage.is_set() else None
+        return self._outage_error if self._outage.is_set() else None
 
     def close(self) -> None:
         """Hand back what this consumer still holds (it will not finish it), then close."""
+        self._try_acks()
         held = self._leases.close()
         if held:  # idle as if abandoned: the next XAUTOCLAIM takes them, not in lease_seconds
             try:
@@ -210,9 +224,39 @@ class RedisQueue:
                 self._unreachable(exc)  # they are taken over after lease_seconds instead
         self._redis.close()
 
-    def _check(self) -> None:
+    def _try_acks(self) -> bool:
+        """Acknowledge and delete what is waiting; False when Redis refused (tried later)."""
+        with self._acking:
+            ids, self._unacked = self._unacked, []
+        if not ids:
+            return True
         try:
-            self._redis.ping()
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.xack(self.stream, self.group, *ids)
+            pipe.xdel(self.stream, *ids)
+            pipe.execute()
+        except self._errors as exc:
+            with self._acking:
+                self._unacked[:0] = ids
+            self._failed("ack", exc)
+            return False
+        self._backoff.succeeded()
+        for entry_id in ids:
+            self._leases.release(entry_id)
+        return True
+
+    def _failed(self, operation: str, exc: Exception) -> None:
+        self._unreachable(exc)
+        self._backoff.failed(operation, exc)
+
+    def _check(self) -> None:
+        """A short-lived probe key written next to the stream.
+
+        Redis refuses it as it would refuse `put`'s write; a PING passes while it is
+        read-only or out of memory.
+        """
+        try:
+            self._redis.set(f"{self.stream}:probe", b"1", px=_PROBE_MS)
         except self._errors as exc:
             self._unreachable(exc)
         else:
@@ -270,11 +314,15 @@ class RedisQueue:
     def _renew(self, ids: list[str]) -> None:
         self._redis.xclaim(self.stream, self.group, self.consumer, 0, ids, justid=True)
 
+    def _describe(self, exc: Exception) -> str:
+        refused = isinstance(exc, self._response_error)  # OOM, MISCONF, READONLY
+        return f"redis {'refused' if refused else 'unreachable'}: {exc}"
+
     def _unreachable(self, exc: Exception) -> None:
-        self._outage_error = str(exc)
+        self._outage_error = self._describe(exc)
         if not self._outage.is_set():
             self._outage.set()
-            logger.warning("redis queue %s unreachable: %s", self.stream, exc)
+            logger.warning("redis queue %s %s", self.stream, self._outage_error)
 
     def _reachable(self) -> None:
         if self._outage.is_set():

@@ -7,6 +7,10 @@ receivers ─▶ RequestQueue ─▶ Engine ─▶ Pipeline ─▶ WriteBack ─
 stream or SQLite file) that collectors fill. A collector with `redis.consume: false`
 only receives and stores.
 
+A background loop that raises is restarted with backoff and counted (`Supervisor`); a
+fault that cannot clear (the queue's file is not a queue) is reported on `/readyz`, and
+the process drains and exits 1 `FATAL_GRACE_SECONDS` later.
+
 Shutdown (SIGTERM or SIGINT), within `drain_seconds`: stop accepting (receivers
 closed), route what the queue still holds and release the window, let evaluations
 finish for the pipeline's `drain_seconds`, then flush upstream until the deadline; what
@@ -35,6 +39,7 @@ from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest, port_taken
 from tracefact.collector.shared_documents import SharedDocumentStore
+from tracefact.collector.supervisor import Supervisor
 from tracefact.collector.writeback import Held, WriteBack
 from tracefact.config import build_sinks
 from tracefact.pipeline import Pipeline
@@ -42,6 +47,10 @@ from tracefact.pipeline.reading import SpanReader
 from tracefact.prometheus import PrometheusMetrics
 
 logger = logging.getLogger("tracefact.collector")
+
+FATAL_GRACE_SECONDS = 5.0
+"""After a fault that cannot clear, how long `/readyz` reports it before the process exits
+(non-zero): a readiness probe's usual period."""
 
 
 class Collector:
@@ -61,6 +70,7 @@ class Collector:
         self.prometheus = PrometheusMetrics(resource)
         meter_provider = self.prometheus.meter_provider
         self.metrics = CollectorMetrics(meter_provider)
+        self.supervisor = Supervisor(self.metrics)
         self.queue = open_queue(config)
         self.forwarder = Forwarder(config.upstreams, config.forwarding, self.metrics)
         self.writeback = WriteBack(self.forwarder)
@@ -93,8 +103,11 @@ class Collector:
             hold_in_queue=self.queue.durable,
             max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
             max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
+            supervisor=self.supervisor,
         )
-        self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
+        self.ingest = Ingest(
+            config, self.queue, self.forwarder, self.metrics, fatal=lambda: self.supervisor.fatal
+        )
         self.http = (
             HttpReceiver(self.ingest, self.prometheus.render)
             if config.receivers.http and not worker
@@ -211,11 +224,18 @@ def run(config: CollectorConfig, *, worker: bool = False) -> int:
     every = config.logging.summary_seconds
     due = time.monotonic() + every
     while not stop.wait(min(1.0, every) if every else 1.0):
+        if collector.supervisor.failed.is_set():  # `/readyz` reports it from now on
+            stop.wait(FATAL_GRACE_SECONDS)  # long enough for a probe to see it
+            break
         if every and time.monotonic() >= due:
             due = time.monotonic() + every
             collector.log_summary()
     logger.info("draining", extra={"event": "draining", "deadline_seconds": config.drain_seconds})
     collector.shutdown()
+    fatal = collector.supervisor.fatal
+    if fatal is not None:
+        logger.critical("stopped: %s", fatal, extra={"event": "stopped", "error": fatal})
+        return 1
     logger.info("stopped", extra={"event": "stopped"})
     return 0
 

@@ -10,6 +10,12 @@ Durability (`synchronous`): `full` (the default) syncs the WAL on every commit, 
 stored request survives a process kill *and* a power loss or OS crash; `normal` syncs
 only at checkpoints, still surviving any process kill (the WAL is in the OS's page
 cache), but a power loss may roll back the last requests acknowledged before it.
+
+Faults are handled where they happen (`Outage`): while the file cannot be written
+(another process holds its write lock, the disk is full) `put` raises
+`QueueUnavailable`, and `get` and `ack` are tried again with backoff (an acknowledgement
+that failed waits in this process and goes first at the next `get`). A file that is not a
+queue (damaged, or not SQLite at all) raises `QueueBroken`: at open, or from `get`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracefact.collector._leases import Leases
 from tracefact.collector.queue import (
     Entry,
+    Outage,
+    QueueBroken,
     QueueFull,
     QueueUnavailable,
     decode_stored,
@@ -63,6 +71,8 @@ class SqliteQueue:
             again (the visibility timeout).
         synchronous: `full` survives power loss, `normal` process kills only (see module).
         retry_after_seconds: the retry hint of `QueueFull`.
+        busy_seconds: how long one statement waits for another process's write lock
+            before the operation counts as failed (and is retried, or refused).
     """
 
     durable = True
@@ -76,6 +86,7 @@ class SqliteQueue:
         lease_seconds: float = 30.0,
         synchronous: Synchronous = "full",
         retry_after_seconds: float = 1.0,
+        busy_seconds: float = 2.0,
     ) -> None:
         require_positive(max_entries=max_entries, max_bytes=max_bytes, lease_seconds=lease_seconds)
         if synchronous not in ("full", "normal"):
@@ -90,18 +101,29 @@ class SqliteQueue:
         # are not safe to share unguarded) and the condition wakes getters on a put.
         self._lock = threading.Lock()
         self._stored = threading.Condition(self._lock)
-        self._db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=10.0
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=busy_seconds
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "SELECT id, size, stored_at, deliveries, lease_until, payload FROM entries LIMIT 0"
+            )
+        except sqlite3.DatabaseError as exc:
+            raise QueueBroken(f"queue file {self.path} is not a tracefact queue: {exc}") from None
         self._leases = Leases(self._renew, lease_seconds / 3, name="tracefact-sqlite-leases")
+        self._outage = Outage(f"sqlite:{self.path}")
+        self._unacked: list[str] = []  # acknowledgements that failed, tried again first
+        self._depth = 0
         self._closed = False
 
     def put(self, request: ExportTraceServiceRequest) -> None:
         payload = request.SerializeToString()
         with self._stored:
+            if self._outage.wait_seconds() > 0:  # failed lately: refused at once, not queued
+                raise QueueUnavailable(str(self._outage.reason), self._retry_after)
             try:
                 with self._transaction():
                     count, size = self._db.execute(
@@ -113,56 +135,113 @@ class SqliteQueue:
                         "INSERT INTO entries (size, stored_at, payload) VALUES (?, ?, ?)",
                         (len(payload), time.time(), payload),
                     )
-            except sqlite3.OperationalError as exc:  # disk full, file locked too long
+            except sqlite3.Error as exc:  # disk full, file locked too long, damaged
+                self._outage.failed("put", exc)
                 raise QueueUnavailable(str(exc), self._retry_after) from exc
+            self._outage.succeeded()
             self._stored.notify_all()
 
     def get(self, max_entries: int, timeout_seconds: float) -> list[Entry]:
         if max_entries < 1:  # a negative LIMIT would mean no limit to SQLite
             return []
         deadline = time.monotonic() + max(0.0, timeout_seconds)
+        entries: list[Entry] = []
         with self._stored:
             while True:
-                entries = self._take(max_entries)
+                if self._outage.wait_seconds() <= 0:
+                    entries = self._try_take(max_entries)
                 remaining = deadline - time.monotonic()
                 if entries or remaining <= 0 or self._closed:
                     break
-                self._stored.wait(min(remaining, _POLL_SECONDS))
+                wait = max(_POLL_SECONDS, self._outage.wait_seconds())
+                self._stored.wait(min(remaining, wait))
         self._leases.hold(entry.id for entry in entries)
         return entries
 
     def ack(self, entry_id: str) -> None:
         with self._lock:
-            if not self._closed:  # after close the entry stays, and comes again on restart
-                self._db.execute("DELETE FROM entries WHERE id = ?", (int(entry_id),))
-        self._leases.release(entry_id)
+            self._unacked.append(entry_id)
+            if self._outage.wait_seconds() <= 0:
+                self._try_acks()
 
     def depth(self) -> int:
+        """Entries stored; while the file cannot be read, the last count read."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the queue is closed")
-            (count,) = self._db.execute("SELECT count(*) FROM entries").fetchone()
-        return int(count)
+            try:
+                (count,) = self._db.execute("SELECT count(*) FROM entries").fetchone()
+            except sqlite3.Error:
+                return self._depth
+            self._depth = int(count)
+        return self._depth
 
     def unavailable(self) -> str | None:
-        """Only once closed: a local file is there, and a full disk fails `put` itself."""
-        return "sqlite queue closed" if self._closed else None
+        """Once closed, or while operations on the file fail (locked, disk full)."""
+        if self._closed:
+            return "sqlite queue closed"
+        return self._outage.reason
 
     def close(self) -> None:
         """Hand back what this process still holds (it will not finish it), then close."""
+        with self._stored:
+            if self._unacked:
+                self._try_acks()
         held = self._leases.close()
         with self._stored:
             if self._closed:
                 return
-            if held:  # leases end now: the next consumer need not wait `lease_seconds`
-                with self._transaction():
-                    self._db.executemany(
-                        "UPDATE entries SET lease_until = 0 WHERE id = ?",
-                        [(int(entry_id),) for entry_id in held],
-                    )
+            try:
+                if held:  # leases end now: the next consumer need not wait `lease_seconds`
+                    with self._transaction():
+                        self._db.executemany(
+                            "UPDATE entries SET lease_until = 0 WHERE id = ?",
+                            [(int(entry_id),) for entry_id in held],
+                        )
+            except sqlite3.Error as exc:  # they run out after `lease_seconds` instead
+                self._outage.failed("close", exc)
             self._closed = True
             self._stored.notify_all()
             self._db.close()
+
+    def _try_take(self, max_entries: int) -> list[Entry]:
+        """Acknowledge what failed before, then take (the caller holds the lock).
+
+        A failure backs off; a damaged file raises `QueueBroken`.
+        """
+        try:
+            if self._unacked:
+                self._try_acks()
+                if self._unacked:
+                    return []
+            entries = self._take(max_entries)
+        except sqlite3.OperationalError as exc:  # locked, disk full or unreadable: clears
+            self._outage.failed("get", exc)
+            return []
+        except sqlite3.DatabaseError as exc:  # not a database (any more): cannot clear
+            self._outage.failed("get", exc)
+            raise QueueBroken(f"queue file {self.path} is damaged: {exc}") from None
+        self._outage.succeeded()
+        return entries
+
+    def _try_acks(self) -> None:
+        """Delete the acknowledged entries; on failure they wait for the next try.
+
+        After close an entry stays, and comes again on restart. The caller holds the lock.
+        """
+        if self._closed:
+            return
+        ids, self._unacked = self._unacked, []
+        try:
+            with self._transaction():
+                self._db.executemany("DELETE FROM entries WHERE id = ?", [(int(i),) for i in ids])
+        except sqlite3.Error as exc:
+            self._unacked = ids + self._unacked
+            self._outage.failed("ack", exc)
+            return
+        self._outage.succeeded()
+        for entry_id in ids:
+            self._leases.release(entry_id)
 
     def _take(self, max_entries: int) -> list[Entry]:
         """Lease up to `max_entries` entries that nobody holds; the caller holds the lock."""
@@ -198,7 +277,9 @@ class SqliteQueue:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a failed COMMIT (disk full) leaves it open
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")

@@ -79,7 +79,10 @@ class Tracker:
         if newly_kept and self._keep is not None:
             self._keep(self.entry_id)
         if finished:
-            self._ack(self.entry_id)
+            try:  # runs on a forwarding thread, which must outlive any queue fault
+                self._ack(self.entry_id)
+            except Exception:  # the entry comes again later: a counted duplicate
+                logger.exception("acknowledgement failed", extra={"event": "ack_failed"})
 
 
 def done_callback(tracker: Tracker, spans: int) -> Callable[[bool], None]:

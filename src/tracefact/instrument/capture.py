@@ -22,6 +22,9 @@ Redactor = Callable[[str], str]
 REDACTED = "[REDACTED]"
 _MAX_ITEMS = 1000
 _MAX_DEPTH = 20
+_SCRUB_MARGIN = 1024
+"""A text is cut to its limit plus this before it is scrubbed, then to its limit: a
+secret that straddles the limit is still whole in what the scrubber sees."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -90,14 +93,20 @@ def finish(text: str, options: CaptureOptions, where: str, scrubbed: list[str]) 
         except Exception:
             # A failing redactor must not leak what it was meant to hide.
             return REDACTED
+    limit = options.max_attribute_length
+    length = len(text)
+    if length > limit + _SCRUB_MARGIN:  # cut first: the caller pays for what is kept only
+        text = text[: limit + _SCRUB_MARGIN]
     scrubber = current_scrubber()
     if scrubber is not None:
         text, changed = scrubber.scrub_text(text)
         if changed:
             scrubbed.append(where)
-    limit = options.max_attribute_length
     if len(text) > limit:
-        text = text[:limit] + TRUNCATION_MARKER.format(len(text) - limit)
+        cut = (
+            max(length, len(text)) - limit if length > limit + _SCRUB_MARGIN else len(text) - limit
+        )
+        text = text[:limit] + TRUNCATION_MARKER.format(cut)
     return text if text.isascii() else valid_utf8(text)
 
 

@@ -34,6 +34,7 @@ from types import MappingProxyType
 
 from tracefact import semconv
 from tracefact.conventions.results import EvaluatorResult, SpanResults, read_results
+from tracefact.scrubbing import SCRUBBED, clean_text, current_scrubber
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
@@ -376,11 +377,18 @@ def estimate_all(
 def _group_value(
     name: str, attributes: Mapping[str, object], resource: Mapping[str, object]
 ) -> str:
+    """The group's label value, scrubbed like everything tracefact writes.
+
+    A metric label may otherwise carry a key in a model name or a token under a secret name.
+    """
     for key in semconv.GROUP_ALIASES.get(name, (name,)):
         for source in (attributes, resource):
             value = source.get(key)
             if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                return str(value) or semconv.GROUP_MISSING
+                scrubber = current_scrubber()
+                if scrubber is not None and scrubber.is_secret_name(key):
+                    return SCRUBBED
+                return clean_text(str(value)) or semconv.GROUP_MISSING
     return semconv.GROUP_MISSING
 
 

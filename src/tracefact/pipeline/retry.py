@@ -8,8 +8,11 @@ garbage, warn under a host that turns warnings into errors), the caller gets an
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
+
+from pydantic import ValidationError
 
 from tracefact import semconv
 from tracefact._clock import SYSTEM, Clock
@@ -47,6 +50,24 @@ class RetryPolicy:
         retry_after = error.retry_after if isinstance(error, RateLimitError) else None
         retries = Retries(self.max_retries, self.backoff)
         return retries.delay(attempt, is_transient(error), retry_after)
+
+
+def checked(result: EvalResult) -> EvalResult:
+    """`result` validated again, since a result may be built unvalidated or changed after.
+
+    One built with `model_construct` or given an explanation of None or a NaN score later
+    is this evaluator's error, never another's.
+    """
+    score = result.__dict__.get("score")
+    if isinstance(score, float) and math.isnan(score):
+        raise EvaluationError("evaluator returned score NaN: a score is between 0 and 1")
+    try:
+        return EvalResult.model_validate(dict(result.__dict__))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()
+        )
+        raise EvaluationError(f"evaluator returned an invalid result: {problems}") from None
 
 
 def _being_cancelled() -> bool:
@@ -110,7 +131,7 @@ async def run_evaluator(
                 raise EvaluationError(f"evaluator raised {type(exc).__name__}: {exc}") from exc
             if not isinstance(result, EvalResult):
                 raise EvaluationError(f"evaluator returned {type(result).__name__}, not EvalResult")
-            return result
+            return checked(result)
 
     try:
         result = await asyncio.wait_for(attempts(), max(0.0, deadline - clock.now()))

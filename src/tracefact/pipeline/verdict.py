@@ -256,7 +256,8 @@ def found_attributes(reading: Reading) -> dict[str, Any]:
     found: dict[str, Any] = {semconv.CONTEXTS_SOURCE: reading.contexts_source}
     explicit = (semconv.CONTEXT_SOURCE_EXPLICIT, semconv.CONTEXT_SOURCE_GROUNDING)
     if reading.case is not None and reading.contexts_source not in explicit:
-        found[semconv.CONTEXTS] = reading.case.contexts
+        # Copied from other spans (a retriever's, a tool's): scrubbed like all tracefact writes.
+        found[semconv.CONTEXTS] = [clean_text(text) for text in reading.case.contexts]
     if reading.tool_calls:
         found[semconv.CONTEXTS_TOOL_CALLS] = list(reading.tool_calls)
     return found
@@ -339,10 +340,16 @@ def cleaned(outcome: Outcome) -> Outcome:
     """
     result = outcome.result
     if result is not None:
+        raw = result.raw
+        cascade = raw.get("cascade")
+        if isinstance(cascade, dict) and cascade.get(semconv.EVAL_FIELD_ESCALATION_ERROR):
+            escalation = clean_text(str(cascade[semconv.EVAL_FIELD_ESCALATION_ERROR]))
+            raw = {**raw, "cascade": {**cascade, semconv.EVAL_FIELD_ESCALATION_ERROR: escalation}}
         result = result.model_copy(
             update={
                 "explanation": clean_text(result.explanation),
                 "unsupported": [clean_text(text) for text in result.unsupported],
+                "raw": raw,
             }
         )
     error = None if outcome.error is None else clean_text(outcome.error)

@@ -1,0 +1,277 @@
+"""`tracefact collector` through queue faults, as users run it (subprocesses, real stores).
+
+Each test ends with the collector's accounting whole: every span answered 200 reached the
+upstream, every refusal was a 503 counted as `unavailable`, no request went unanswered,
+and the collector is ready again once the fault cleared (its loops restarted if they had
+to, never stalled).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.collector.harness import TRACEFACT, wait_until
+from tests.collector.queues import processes
+from tests.collector.queues.processes import CollectorProcess, arrivals, trace_requests
+from tests.collector.queues.redis_server import RedisServer
+from tests.fakes.otlp import OTLPReceiver
+from tracefact import semconv
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def post_all(process: CollectorProcess, traces: range) -> dict[int, int]:
+    """Each trace's request posted at once (eight clients); its status by trace."""
+
+    def post(trace: int) -> int:
+        (request,) = trace_requests(trace, together=True)
+        response = httpx.post(
+            f"{process.http}/v1/traces",
+            content=request.SerializeToString(),
+            headers=PROTOBUF,
+            timeout=30,
+        )
+        return response.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        return dict(zip(traces, pool.map(post, traces), strict=True))
+
+
+def rejected(process: CollectorProcess, reason: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{process.ports['metrics']}/metrics").text
+    name = semconv.METRIC_COLLECTOR_REJECTED.replace(".", "_")
+    return sum(
+        float(value)
+        for labels, value in re.findall(rf"^{name}_total{{([^}}]*)}} ([0-9.e+]+)$", text, re.M)
+        if f'reason="{reason}"' in labels
+    )
+
+
+def ready(process: CollectorProcess) -> httpx.Response:
+    return httpx.get(f"{process.http}/readyz")
+
+
+def assert_accounted(
+    process: CollectorProcess, upstream: OTLPReceiver, answers: dict[int, int]
+) -> None:
+    """Every answer 200 or 503; the 503s counted; every 200's spans delivered (at least once)."""
+    assert set(answers.values()) <= {200, 503}, answers
+    refused = sum(1 for status in answers.values() if status == 503)
+    assert rejected(process, semconv.REJECT_UNAVAILABLE) == refused
+    accepted = [t for t, status in answers.items() if status == 200]
+    expected = processes.sent_ids(range(0))  # empty set, typed
+    for trace in accepted:
+        expected |= processes.sent_ids(range(trace, trace + 1))
+    assert wait_until(lambda: expected <= set(arrivals(upstream)), 60), len(
+        expected - set(arrivals(upstream))
+    )
+    assert wait_until(
+        lambda: processes.gauge(process, semconv.METRIC_COLLECTOR_QUEUE_DEPTH) == 0, 60
+    )
+
+
+def start_collector(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess], **queue: object
+) -> CollectorProcess:
+    settings = processes.config(upstream.endpoint, 0.0, window_seconds=0.1, **queue)
+    process = processes.start("collector", tmp_path / "collector.yaml", settings)
+    started.append(process)
+    return process
+
+
+# --- SQLite ------------------------------------------------------------------------------
+
+
+LOCKER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+db.execute("ROLLBACK")
+"""
+
+
+def test_sqlite_locked_by_another_process(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess]
+) -> None:
+    collector = start_collector(tmp_path, upstream, started, **processes.sqlite_keys(tmp_path))
+    answers = post_all(collector, range(1, 11))
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(tmp_path / "queue.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert locker.stdout is not None and locker.stdin is not None
+    assert locker.stdout.readline() == "locked\n"
+    answers |= post_all(collector, range(11, 31))  # the file's write lock is held meanwhile
+    assert 503 in answers.values()
+    assert "database is locked" in ready(collector).json()["reason"]
+    locker.stdin.write("\n")
+    locker.stdin.close()
+    locker.wait(10)
+    locker.stdout.close()
+    assert wait_until(lambda: ready(collector).status_code == 200)
+    after = post_all(collector, range(31, 41))
+    assert set(after.values()) == {200}
+    assert_accounted(collector, upstream, answers | after)
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str = "2m") -> Iterator[Path]:
+    """A tmpfs of `size` at `path`, or a skip where this machine cannot mount one."""
+    path.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr!r}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_sqlite_on_a_full_disk(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess]
+) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        collector = start_collector(tmp_path, upstream, started, **processes.sqlite_keys(disk))
+        answers = post_all(collector, range(1, 11))
+        filler = disk / "filler"
+        with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+            while True:
+                out.write(b"\0" * 4096)
+        answers |= post_all(collector, range(11, 61))
+        assert 503 in answers.values()
+        filler.unlink()
+        assert wait_until(lambda: ready(collector).status_code == 200)
+        after = post_all(collector, range(61, 71))
+        assert set(after.values()) == {200}
+        assert_accounted(collector, upstream, answers | after)
+        processes.stop([collector])
+
+
+def test_a_queue_file_that_is_not_a_queue_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    queue = tmp_path / "queue.db"
+    queue.write_bytes(os.urandom(64 * 1024))
+    settings = processes.config("http://127.0.0.1:9", 0.0, **processes.sqlite_keys(tmp_path))
+    processes.write_config(tmp_path / "collector.yaml", settings)
+    done = subprocess.run(
+        [str(TRACEFACT), "collector", "--config", str(tmp_path / "collector.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=processes.ROOT,
+        env={**os.environ, "PYTHONPATH": str(processes.ROOT)},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"tracefact collector: queue file {queue} is not a tracefact queue: file is not a database"
+    ]
+
+
+# --- Redis -------------------------------------------------------------------------------
+
+Refusal = tuple[Callable[[redis.Redis], object], Callable[[redis.Redis], object]]
+REFUSALS: dict[str, Refusal] = {
+    # READONLY: a replica of a master that is not there refuses every write, reads too
+    # through a consumer group (XREADGROUP and XACK write).
+    "readonly": (lambda r: r.replicaof("127.0.0.1", 9), lambda r: r.replicaof("NO", "ONE")),
+    # OOM: over maxmemory, commands that may grow the data are refused.
+    "oom": (lambda r: r.config_set("maxmemory", 1), lambda r: r.config_set("maxmemory", 0)),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_redis_refusing_writes(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    redis_server: RedisServer,
+    started: list[CollectorProcess],
+    refusal: str,
+) -> None:
+    refuse, allow = REFUSALS[refusal]
+    collector = start_collector(
+        tmp_path, upstream, started, **processes.redis_keys(redis_server, lease_seconds=2)
+    )
+    client = redis.Redis.from_url(redis_server.url)
+    answers = post_all(collector, range(1, 11))
+    refuse(client)
+    answers |= post_all(collector, range(11, 41))
+    assert 503 in answers.values()
+    assert "redis refused" in ready(collector).json()["reason"]
+    allow(client)
+    assert wait_until(lambda: ready(collector).status_code == 200)
+    after = post_all(collector, range(41, 51))
+    assert set(after.values()) == {200}
+    assert_accounted(collector, upstream, answers | after)
+    client.close()
+
+
+# --- memory at the door ------------------------------------------------------------------
+
+
+def _length_prefixed(field: int, payload: bytes) -> bytes:
+    size, varint = len(payload), bytearray()
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes([field << 3 | 2]) + bytes(varint) + payload
+
+
+def empty_spans(body_bytes: int) -> tuple[bytes, int]:
+    """A request of empty spans (two bytes each) about `body_bytes` long, and its span count."""
+    count = (body_bytes - 16) // 2
+    scope = _length_prefixed(2, b"\x12\x00" * count)  # ScopeSpans.spans, in ResourceSpans
+    return _length_prefixed(1, scope), count
+
+
+def peak_rss_mib(process: CollectorProcess) -> float:
+    status = Path(f"/proc/{process.process.pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def test_peak_memory_under_concurrent_maximum_size_requests_is_bounded(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess]
+) -> None:
+    """Four clients at once, each with 8 MiB of empty spans (four million of them)."""
+    max_body = 8 * 1024 * 1024
+    in_flight = 3 * max_body
+    settings = processes.config(upstream.endpoint, 0.0)
+    settings["limits"] = {"max_body_bytes": max_body, "max_bytes_in_flight": in_flight}
+    collector = processes.start("collector", tmp_path / "collector.yaml", settings)
+    started.append(collector)
+    body, count = empty_spans(max_body)
+    assert len(body) <= max_body and count > 4_000_000
+    post_all(collector, range(1, 3))  # warmed up: the baseline includes serving
+    baseline = peak_rss_mib(collector)
+
+    def post(_: int) -> int:
+        return httpx.post(
+            f"{collector.http}/v1/traces", content=body, headers=PROTOBUF, timeout=60
+        ).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(post, range(4)))
+    assert set(statuses) <= {413, 429} and 413 in statuses, statuses
+    growth = peak_rss_mib(collector) - baseline
+    # Counted before decoding: about 90 MiB a request here (body, its copies, 16 bytes a
+    # span counted); decoded first, it was 700 MiB a request, and the buffer held them.
+    assert growth < 12 * in_flight / 2**20, growth
+    assert rejected(collector, semconv.REJECT_TOO_LARGE) == statuses.count(413)
