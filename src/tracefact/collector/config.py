@@ -32,6 +32,7 @@ from tracefact.config import (
     EvaluationOptions,
     MonitorOptions,
     RateLimitOptions,
+    ReviewOptions,
     RuleOptions,
     SamplerOptions,
 )
@@ -133,6 +134,7 @@ class EvaluationConfig(EvaluationOptions):
     window_max_spans: int = Field(default=10_000, ge=1)
     """LLM spans waiting in the window at once; past it the oldest leave early."""
     monitor: MonitorOptions = MonitorOptions()
+    review: ReviewOptions = ReviewOptions()
 
     @model_validator(mode="after")
     def _something_to_run(self) -> EvaluationConfig:

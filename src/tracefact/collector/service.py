@@ -76,6 +76,7 @@ class Collector:
                     evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
                 ],
                 meter_provider=meter_provider,
+                review=evaluation.review.sampler(),
             )
         self.engine = Engine(
             self.queue,

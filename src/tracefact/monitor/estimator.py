@@ -227,7 +227,7 @@ class RateEstimator:
         self, attributes: Mapping[str, object], resource: Mapping[str, object] = _NOTHING
     ) -> Group:
         """The span's group values, before the `max_groups` bound."""
-        return tuple(_group_value(name, attributes, resource) for name in self.group_by)
+        return tuple(group_value(name, attributes, resource) for name in self.group_by)
 
     def labels(self, group: Group) -> dict[str, str]:
         """A group as group-by name to value (metric attributes, report columns)."""
@@ -373,7 +373,7 @@ def estimate_all(
     return estimates
 
 
-def _group_value(
+def group_value(
     name: str, attributes: Mapping[str, object], resource: Mapping[str, object]
 ) -> str:
     for key in semconv.GROUP_ALIASES.get(name, (name,)):
