@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from tracefact import semconv
 from tracefact.conventions import read_case
 from tracefact.conventions.results import read_results
 from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, estimate_all
-from tracefact.monitor.spans import JudgedSpan, JudgedSpans
+from tracefact.monitor.spans import JudgedSpan, read_judged
 from tracefact.spans_file import BadLine, SpansFileReader
 
 MAX_POINTS = 400
@@ -119,17 +118,8 @@ def build_report(
 ) -> Report:
     """Read `path` whole and compute the report (OSError when it cannot be read)."""
     reader = SpansFileReader(path)
-    merger = JudgedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
-    latest: dict[tuple[int, int], JudgedSpan] = {}
-    count = 0
-    for item in reader.follow(final=True):  # only LLM and carrier spans are kept
-        count += 1
-        evaluated = merger.add(item)
-        if evaluated is not None:
-            latest[evaluated.key] = evaluated  # a carrier's merge replaces the timeout
-    for evaluated in merger.pending():
-        latest.setdefault(evaluated.key, evaluated)
-    ordered = sorted(latest.values(), key=lambda e: e.time)
+    read = read_judged(reader)
+    ordered, count = read.judged, read.spans
     times = [e.time for e in ordered]
     report = Report(
         source=str(path),
@@ -143,8 +133,8 @@ def build_report(
         end=max(times, default=None),
     )
     _count_statuses(report, ordered)
-    if merger.waiting():
-        report.statuses[NOT_EVALUATED] = merger.waiting()
+    if read.waiting:
+        report.statuses[NOT_EVALUATED] = read.waiting
     observations = _rates(report, ordered)
     report.overall = estimate_all(dataclasses.replace(o, group=()) for o in observations)
     report.by_group = estimate_all(observations, report.group_by)
