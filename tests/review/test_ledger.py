@@ -6,7 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -87,9 +87,9 @@ def test_a_label_line_says_what_is_wrong() -> None:
 class FakePhoenix(BaseHTTPRequestHandler):
     """Phoenix's annotation config and span annotations endpoints, as far as tracefact uses."""
 
-    annotations: list[dict[str, Any]] = []
-    configs: list[dict[str, Any]] = []
-    queries: list[dict[str, list[str]]] = []
+    annotations: ClassVar[list[dict[str, Any]]] = []
+    configs: ClassVar[list[dict[str, Any]]] = []
+    queries: ClassVar[list[dict[str, list[str]]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
