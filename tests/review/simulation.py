@@ -119,6 +119,9 @@ class Result:
     evaluator_only_coverage: float
     sensitivity: float
     specificity: float
+    heavy_empty: float
+    """Share of the shown figures with a stratum of 5% of the weight or more whose labels
+    show no hallucination."""
 
     @property
     def bias_ok(self) -> bool:
@@ -243,7 +246,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         [],
         [],
     )
-    sensitivities, specificities = [], []
+    sensitivities, specificities, empty = [], [], []
     for i in range(seeds):
         totals = {}
         for g in range(2):
@@ -261,6 +264,9 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
                 totals[STRATA[2 * g + verdict]] = t
         c = corrected(totals)
         shown.append(c.shown)
+        empty.append(
+            c.shown and any(h.share >= 0.05 and h.labelled and h.rate == 0 for h in c.strata)
+        )
         estimates.append(c.rate if c.rate is not None else math.nan)
         lows.append(c.lower)
         highs.append(c.upper)
@@ -300,6 +306,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         evaluator_only_coverage=float(np.mean(eval_held)),
         sensitivity=float(np.nanmean(sensitivities)),
         specificity=float(np.nanmean(specificities)),
+        heavy_empty=sum(empty) / count if count else 0.0,
     )
 
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
 
 import pytest
 
+from tests.review.fake_phoenix import FakePhoenix, human
 from tracefact.review import phoenix
 from tracefact.review.estimate import Stratum
 from tracefact.review.ledger import HOUR, Label, Ledger, Selection, parse_label
@@ -84,61 +80,8 @@ def test_a_label_line_says_what_is_wrong() -> None:
             parse_label(bad)
 
 
-class FakePhoenix(BaseHTTPRequestHandler):
-    """Phoenix's annotation config and span annotations endpoints, as far as tracefact uses."""
-
-    annotations: ClassVar[list[dict[str, Any]]] = []
-    configs: ClassVar[list[dict[str, Any]]] = []
-    queries: ClassVar[list[dict[str, list[str]]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        taken = any(c["name"] == body["name"] for c in self.configs)
-        if not taken:
-            self.configs.append(body)
-        self._reply(409 if taken else 200, {"data": body})
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        query = parse_qs(url.query)
-        self.queries.append(query)
-        assert url.path == "/v1/projects/default/span_annotations"
-        wanted = set(query["span_ids"])
-        found = [a for a in self.annotations if a["span_id"] in wanted]
-        self._reply(200, {"data": found, "next_cursor": None})
-
-    def _reply(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def fake_phoenix() -> Iterator[str]:
-    FakePhoenix.annotations, FakePhoenix.configs, FakePhoenix.queries = [], [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePhoenix)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def annotation(i: int, label: str, kind: str = "HUMAN", name: str = "tracefact.review") -> dict:
-    return {
-        "span_id": span_id(i),
-        "name": name,
-        "annotator_kind": kind,
-        "result": {"label": label, "score": None, "explanation": None},
-        "metadata": {"reviewer": "ana"},
-        "updated_at": "2026-01-01T00:00:00+00:00",
-    }
+def annotation(i: int, label: str, kind: str = "HUMAN", name: str = "tracefact.review") -> Any:
+    return human(span_id(i), label, kind, name)
 
 
 def test_human_annotations_are_polled_in_batches_of_selected_ids(fake_phoenix: str) -> None:
@@ -161,3 +104,31 @@ def test_human_annotations_are_polled_in_batches_of_selected_ids(fake_phoenix: s
     (config,) = FakePhoenix.configs
     assert config["type"] == "CATEGORICAL"
     assert [v["label"] for v in config["values"]] == ["hallucinated", "factual", "unsure"]
+
+
+def test_the_collectors_journal_brings_selections_back_after_a_restart(tmp_path: Any) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from tracefact import semconv
+    from tracefact.pipeline.verdict import Record, Verdict
+    from tracefact.review.live import ReviewMonitor
+
+    journal = tmp_path / "review.journal"
+    first = ReviewMonitor(Ledger(min_labels=1), MeterProvider(), journal=journal)
+    attributes = {
+        semconv.EVAL_STATUS: "ok",
+        semconv.EVAL_SAMPLE_RATE: 0.5,
+        semconv.REVIEW_STRATUM: "factual",
+        semconv.REVIEW_PROBABILITY: 1.0,
+        semconv.REVIEW_SELECTED: True,
+        semconv.REVIEW_EVALUATOR: "judge",
+    }
+    for i in range(3):
+        record = Record(1, i + 1, None, "answer", {}, end_time=int(5 * HOUR * 1e9))
+        first.observe(record, Verdict("ok", 0.5, attributes))
+    restarted = ReviewMonitor(Ledger(min_labels=1), MeterProvider(), journal=journal)
+    assert sorted(restarted.ledger.selected_ids) == sorted(first.ledger.selected_ids)
+    assert len(restarted.ledger.selected_ids) == 3
+    restarted.ledger.add_label(Label(f"{1:032x}", span_id(1), "hallucinated", "ana", 1.0))
+    (estimate,) = restarted.ledger.estimates()
+    assert (estimate.corrected.labels, estimate.corrected.pending) == (1, 2)

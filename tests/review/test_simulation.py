@@ -22,14 +22,15 @@ ENOUGH_SHOWN = 200
 """Fewer shown figures than this say too little about coverage to test it (±1.5 points)."""
 
 
-def most_coverage(s: Scenario) -> float:
-    """0.99; 1 where the interval rests on strata that show no hallucination in most seeds.
+def most_coverage(r: Result) -> float:
+    """0.99; 1 where the interval rests on a heavy stratum that shows no hallucination.
 
-    With a near-perfect evaluator (95% caught, 1% of factual flagged) and 200 labels or
-    fewer, the passed spans' stratum shows none in most seeds and its Wilson bound at 0 sits
-    above the truth whatever it is: the interval is valid, and wider than it needs to be.
+    With a near-perfect evaluator (95% caught, 1% of factual flagged) and a few hundred
+    labels of passed spans, a stratum of them shows none in most seeds, and its Wilson bound
+    at 0 sits above the truth whatever it is: the interval is valid, and wider than it need
+    be.
     """
-    return 1.0 if s.evaluator == (0.95, 0.99) and s.labels <= 200 else 0.99
+    return 1.0 if r.heavy_empty > 0.5 else 0.99
 
 
 def check(r: Result) -> None:
@@ -38,7 +39,7 @@ def check(r: Result) -> None:
         # With reviewer noise the labels measure another rate: the one people's labels
         # give (the true rate moved toward one half); the interval is about that one.
         coverage = r.noisy_coverage if s.reviewer_noise else r.coverage
-        assert 0.93 <= coverage <= most_coverage(s), r
+        assert 0.93 <= coverage <= most_coverage(r), r
         if not s.reviewer_noise:
             assert r.bias_ok, r
     # How often a figure is withheld is the design's business: tracefact's own design

@@ -65,6 +65,7 @@ class Collector:
         self.writeback = WriteBack(self.forwarder)
         self.store = document_store(config)
         self.pipeline: Pipeline[Held] | None = None
+        self.review = evaluation.review.monitor(meter_provider) if evaluation.enabled else None
         if evaluation.enabled:
             self.pipeline = Pipeline(
                 self.writeback.apply,
@@ -73,7 +74,8 @@ class Collector:
                 sampler=evaluation.sampler.build(),
                 reader=SpanReader(store=self.store),
                 observers=[
-                    evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
+                    evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider),
+                    *([self.review] if self.review is not None else []),
                 ],
                 meter_provider=meter_provider,
                 review=evaluation.review.sampler(),
@@ -121,6 +123,8 @@ class Collector:
     def start(self) -> dict[str, int]:
         """Start every thread and server; the bound ports by name."""
         self.forwarder.start()
+        if self.review is not None:
+            self.review.start()
         if self.consumes:
             self.engine.start()
         ports: dict[str, int] = {}
@@ -157,6 +161,8 @@ class Collector:
                 extra={"event": "requeued", "entries": self.engine.kept},
             )
         self.queue.close()
+        if self.review is not None:
+            self.review.shutdown()
         if isinstance(self.store, SharedDocumentStore):
             self.store.close()
         self.prometheus.shutdown()
