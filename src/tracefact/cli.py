@@ -197,6 +197,21 @@ def _add_report(commands: Any) -> None:
     command.add_argument(
         "--worst", type=_non_negative_int, default=10, help="worst cases shown (default: 10)"
     )
+    command.add_argument(
+        "--labels",
+        type=Path,
+        action="append",
+        default=[],
+        help="human labels (JSONL) of the spans selected for review: adds the evaluator "
+        "against people and the corrected rate; repeatable",
+    )
+    command.add_argument(
+        "--review-window",
+        type=_positive_float,
+        default=7 * 24 * 3600.0,
+        help="seconds of the corrected rate's window (default: 7 days)",
+    )
+    _add_phoenix_arguments(command)
     command.set_defaults(handler=_report_command)
 
 
@@ -221,6 +236,11 @@ def _report_command(args: argparse.Namespace) -> int:
     if not report.spans:
         print(f"tracefact report: no spans in {args.file}; nothing written", file=sys.stderr)
         return 2
+    if args.labels or args.phoenix:
+        error = _review_section(report, args)
+        if error is not None:
+            print(f"tracefact report: {error}", file=sys.stderr)
+            return 2
     try:
         args.html.write_text(render(report), encoding="utf-8")
     except OSError as exc:
@@ -230,6 +250,32 @@ def _report_command(args: argparse.Namespace) -> int:
     judged = report.statuses.get("ok", 0)
     print(f"report: {args.html.resolve()} ({report.spans} spans, {llm} LLM spans, {judged} judged)")
     return 0
+
+
+def _review_section(report: Any, args: argparse.Namespace) -> str | None:
+    """Put the review section on `report`; the reason it could not be, or None."""
+    import httpx
+
+    from tracefact.review.commands import load
+    from tracefact.review.report import review_report
+
+    target = _phoenix_target(args)
+    try:
+        loaded = load(args.file, args.labels, target, window_seconds=args.review_window)
+    except (OSError, httpx.HTTPError) as exc:
+        return _reason(exc)
+    for error in loaded.errors[:5]:
+        print(f"tracefact report: {error}", file=sys.stderr)
+    sources = [str(p) for p in args.labels] + ([f"Phoenix {target.endpoint}"] if target else [])
+    report.review = review_report(
+        loaded.ledger,
+        report.start or 0.0,
+        report.end or 0.0,
+        ", ".join(sources),
+        loaded.selections,
+        loaded.labels,
+    )
+    return None
 
 
 def _reason(exc: Exception) -> str:

@@ -138,3 +138,21 @@ def test_spans_recorded_without_content_cannot_be_reviewed(
     assert out.read_text() == ""
     assert f"{FLAGGED + PASSED} spans hold no text to review" in err
     assert "cannot be reviewed" in err
+
+
+def test_the_report_shows_the_evaluator_against_people(tmp_path: Path) -> None:
+    spans, out, page = tmp_path / "spans.jsonl", tmp_path / "review.jsonl", tmp_path / "r.html"
+    run_traffic(spans, {"*": 1.0})
+    assert main(["review", str(spans), "--out", str(out)]) == 0
+    labels = write_jsonl(tmp_path / "labels.jsonl", people(out))
+    assert main(["report", str(spans), "--html", str(page), "--labels", str(labels)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "The evaluator against people" in html
+    section = html[html.index("The evaluator against people") :]
+    assert "20.0%" in section  # the corrected rate, every span labelled
+    assert "10.0%" in section  # the evaluator alone
+    assert "hallucinated" in section and "factual" in section  # the strata
+    assert "over time" in section
+    plain = tmp_path / "plain.html"
+    assert main(["report", str(spans), "--html", str(plain)]) == 0
+    assert "The evaluator against people" not in plain.read_text(encoding="utf-8")

@@ -373,9 +373,7 @@ def estimate_all(
     return estimates
 
 
-def group_value(
-    name: str, attributes: Mapping[str, object], resource: Mapping[str, object]
-) -> str:
+def group_value(name: str, attributes: Mapping[str, object], resource: Mapping[str, object]) -> str:
     for key in semconv.GROUP_ALIASES.get(name, (name,)):
         for source in (attributes, resource):
             value = source.get(key)

@@ -19,6 +19,7 @@ from tracefact.conventions import read_case
 from tracefact.conventions.results import read_results
 from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, estimate_all
 from tracefact.monitor.spans import JudgedSpan, read_judged
+from tracefact.review.report import ReviewReport
 from tracefact.spans_file import BadLine, SpansFileReader
 
 MAX_POINTS = 400
@@ -108,6 +109,8 @@ class Report:
     """Evaluator to label to counts per score bin (SCORE_BINS bins over [0, 1])."""
     worst: list[Case] = field(default_factory=list)
     costs: list[Cost] = field(default_factory=list)
+    review: ReviewReport | None = None
+    """The evaluator against people, when labels were given (`tracefact report --labels`)."""
 
 
 def build_report(
