@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import httpx
 import pytest
+from rich.console import Console
 
 from tests.collector.harness import base_config, running_collector, wait_until
 from tests.fakes.otlp import otlp_receiver
 from tests.monitor.test_collector import write_spans
 from tests.review.fake_phoenix import FakePhoenix, human
-from tracefact.monitor.sources import parse_prometheus_text
+from tracefact.monitor.sources import PrometheusSource, parse_prometheus_text
+from tracefact.monitor.terminal import view
 
 pytestmark = pytest.mark.usefixtures("fresh_globals")
 
@@ -63,6 +66,17 @@ def test_labels_polled_from_phoenix_give_the_corrected_rate_on_metrics(
             lambda: review_gauges(f"{c.http}/metrics").get("tracefact_review_labels") == 10
         )
         gauges = review_gauges(f"{c.http}/metrics")
+        snapshot = PrometheusSource(f"{c.http}/metrics").poll()
+    (row,) = snapshot.review
+    assert row.evaluator.startswith("hallucination (lexical")  # name and version
+    assert (row.shown, row.labels, row.pending) == (True, 10, 0)
+    assert row.rate == pytest.approx(0.5)
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(view(snapshot, 1.0, live=False))
+    screen = console.export_text()
+    assert "corrected by people: hallucination" in screen
+    assert "50.0% [50.0%, 50.0%]  ·  labels 10  ·  pending 0" in screen
+    assert max(len(line) for line in screen.splitlines()) <= 80
     assert gauges["tracefact_review_shown"] == 1
     assert gauges["tracefact_review_rate"] == pytest.approx(0.5)
     assert gauges["tracefact_review_rate_lower"] == pytest.approx(0.5)  # all labelled
