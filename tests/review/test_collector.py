@@ -82,3 +82,34 @@ def test_labels_polled_from_phoenix_give_the_corrected_rate_on_metrics(
     assert gauges["tracefact_review_rate_lower"] == pytest.approx(0.5)  # all labelled
     assert gauges["tracefact_review_pending"] == 0
     assert len((tmp_path / "review.journal").read_text().splitlines()) == 10
+
+
+def test_selections_made_by_an_sdk_app_upstream_are_held_by_the_collector(
+    tmp_path: Path,
+) -> None:
+    import tracefact
+    from tests.pipeline.helpers import ScriptedEvaluator
+
+    review = {"probabilities": {"*": 1.0}, "min_labels": 1}
+    with (
+        otlp_receiver() as upstream,
+        running_collector(tmp_path / "c.yaml", base_config(upstream.endpoint, review=review)) as c,
+    ):
+        tracefact.configure(
+            exporter="otlp",
+            endpoint=c.http,
+            evaluators=[ScriptedEvaluator("judge")],
+            review_probabilities={"hallucinated": 1.0, "factual": 0.0},
+        )
+        for output in ("hallucinated", "ok", "hallucinated"):
+            with tracefact.span("answer", kind="llm") as span:
+                span.record(input="q", contexts=["ctx"], output=output)
+        assert tracefact.force_flush(10_000)
+        tracefact.shutdown()
+        assert upstream.wait_for(3, timeout=30)
+        assert wait_until(
+            lambda: review_gauges(f"{c.http}/metrics").get("tracefact_review_pending") == 2
+        )
+        gauges = review_gauges(f"{c.http}/metrics")
+    assert gauges["tracefact_review_labels"] == 0
+    assert gauges["tracefact_review_shown"] == 0

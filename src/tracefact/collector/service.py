@@ -93,6 +93,7 @@ class Collector:
             hold_in_queue=self.queue.durable,
             max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
             max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
+            review=self.review.upstream if self.review is not None else None,
         )
         self.ingest = Ingest(config, self.queue, self.forwarder, self.metrics)
         self.http = (

@@ -15,8 +15,9 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -61,14 +62,16 @@ class ReviewMonitor:
     # --- in ------------------------------------------------------------------------------
     def observe(self, record: SpanRecord, verdict: Verdict) -> None:
         """Count an evaluated span's selection (quick; never raises)."""
-        if semconv.REVIEW_STRATUM not in verdict.attributes:
-            return
+        if semconv.REVIEW_STRATUM in verdict.attributes:
+            self.upstream(record.trace_id, record.span_id, verdict.attributes, record.end_time)
+
+    def upstream(
+        self, trace_id: int, span_id: int, attributes: Mapping[str, Any], end_time: int | None
+    ) -> None:
+        """Count the selection a span carries (one evaluated here, or by an SDK upstream)."""
         try:
-            end = record.end_time
-            when = end / 1e9 if end is not None else self.clock()
-            selection = selection_of(
-                f"{record.trace_id:032x}", f"{record.span_id:016x}", verdict.attributes, when
-            )
+            when = end_time / 1e9 if end_time is not None else self.clock()
+            selection = selection_of(f"{trace_id:032x}", f"{span_id:016x}", attributes, when)
             if selection is None:
                 return
             self.ledger.add_selection(selection)
