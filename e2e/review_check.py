@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 import tracefact
-from e2e.backend import VENVS, Stopwatch, eventually, free_port, running
+from e2e.backend import ROOT, VENVS, Stopwatch, eventually, free_port, running
 from e2e.phoenix_check import phoenix_env
 from examples import rag_demo
 from tracefact.evaluators.base import EvalCase, EvalResult, EvaluatorDescription
@@ -40,6 +40,7 @@ from tracefact.monitor.sources import parse_prometheus_text
 from tracefact.review.commands import judged
 from tracefact.review.spans import selection
 
+SCREENSHOT = ROOT / "docs" / "img" / "review.png"
 REQUESTS = 600
 PROBABILITY = 0.5
 LABELLED = 0.9
@@ -216,6 +217,9 @@ def main() -> None:
             html = page.read_text(encoding="utf-8")
             section = html[html.index("The evaluator against people") :]
             assert f"{100 * estimate['rate']:.1f}%" in section, "the corrected rate in the report"
+        with watch.stage("the section in a browser"):
+            browser = [str(VENVS / "browser" / "bin" / "python"), "-m", "e2e.review_browser"]
+            subprocess.run([*browser, str(page), str(SCREENSHOT)], check=True, timeout=120)
         with watch.stage("stop"):
             stack.close()
     watch.report()

@@ -34,7 +34,7 @@ def _when(t: float) -> str:
 def section(review: ReviewReport) -> str:
     """The whole section."""
     parts = [
-        "<h2 id=review>The evaluator against people</h2>",
+        "<section id=review><h2>The evaluator against people</h2>",
         "<p class=note>The corrected rate is the share of all traffic people would call "
         "hallucinated: the evaluator's verdicts, corrected with human labels on a random "
         "sample of the evaluated spans selected with known probabilities per stratum "
@@ -47,7 +47,8 @@ def section(review: ReviewReport) -> str:
         f"{review.window_seconds / 86400:.3g} days by span end time.</p>",
     ]
     if not review.estimates:
-        return "".join(parts) + "<p>No evaluated span carries a review selection.</p>"
+        parts.append("<p>No evaluated span carries a review selection.</p></section>")
+        return "".join(parts)
     parts.append(
         "<table><tr><th>evaluator</th><th>group</th><th>corrected rate</th><th>95% interval</th>"
         "<th>evaluator alone</th><th>sensitivity</th><th>specificity</th><th>labels</th>"
@@ -59,6 +60,7 @@ def section(review: ReviewReport) -> str:
         parts.append(_strata(estimate))
     if review.over_time:
         parts.append(_over_time(review.over_time))
+    parts.append("</section>")
     return "".join(parts)
 
 

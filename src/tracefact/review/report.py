@@ -20,7 +20,8 @@ class ReviewReport:
     estimates: list[ReviewEstimate]
     """Per evaluator (and group) over the window ending at the newest span."""
     over_time: list[ReviewEstimate]
-    """Per evaluator, all groups together, over windows ending at `STEPS` points."""
+    """Per evaluator, all groups together, over windows ending at `STEPS` points (a point
+    whose figures are the previous one's is left out)."""
     window_seconds: float
 
 
@@ -31,7 +32,14 @@ def review_report(
     points = (
         [start + (end - start) * (i + 1) / STEPS for i in range(STEPS)] if end > start else [end]
     )
-    over_time = [e for now in points for e in ledger.estimates(now) if not e.group]
+    over_time: list[ReviewEstimate] = []
+    last: dict[str, tuple[object, ...]] = {}
+    for now in points:
+        for e in ledger.estimates(now):
+            figures = (e.corrected.rate, e.corrected.lower, e.corrected.upper, e.corrected.labels)
+            if not e.group and last.get(e.evaluator) != figures:  # a new figure: a new row
+                over_time.append(e)
+                last[e.evaluator] = figures
     return ReviewReport(
         labels_source,
         selections,
