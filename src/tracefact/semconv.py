@@ -448,5 +448,8 @@ METRIC_REVIEW_PENDING = "tracefact.review.pending"
 """Gauge: selected spans in the window without a decided label (none yet, or unsure)."""
 METRIC_REVIEW_WINDOW_END = "tracefact.review.window_end"
 """Gauge: unix seconds, the end of the window the corrected rate covers."""
+REVIEW_GROUP: Final = "group"
+"""The metric attribute of the review gauges holding a stratum group's values (absent for
+all groups together)."""
 METRIC_REVIEW_SHOWN = "tracefact.review.shown"
 """Gauge: 1 when the corrected rate is shown, 0 when withheld (too few labels)."""

@@ -33,6 +33,7 @@ from statistics import NormalDist
 from types import MappingProxyType
 
 from tracefact import semconv
+from tracefact.conventions.groups import group_value
 from tracefact.conventions.results import EvaluatorResult, SpanResults, read_results
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
@@ -371,15 +372,6 @@ def estimate_all(
         labels = dict(zip(group_by, group, strict=True))
         estimates.append(Estimate(evaluator, labels, sums, interval(sums, confidence)))
     return estimates
-
-
-def group_value(name: str, attributes: Mapping[str, object], resource: Mapping[str, object]) -> str:
-    for key in semconv.GROUP_ALIASES.get(name, (name,)):
-        for source in (attributes, resource):
-            value = source.get(key)
-            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                return str(value) or semconv.GROUP_MISSING
-    return semconv.GROUP_MISSING
 
 
 def _judged_status(result: EvaluatorResult) -> str:

@@ -193,7 +193,8 @@ class PrometheusSource:
         for sample in samples:
             labels = {k: v for k, v in sample.labels.items() if not k.startswith(_SCOPE_LABEL)}
             if sample.name in REVIEW_GAUGES:
-                who = (labels.get(semconv.MONITOR_EVALUATOR, ""), labels.get("group", ""))
+                evaluator = labels.get(semconv.MONITOR_EVALUATOR, "")
+                who = (evaluator, labels.get(semconv.REVIEW_GROUP, ""))
                 review.setdefault(who, {})[REVIEW_GAUGES[sample.name]] = sample.value
             elif sample.name in (self.RATE, self.LOWER, self.UPPER, self.N_EFF, self.COVERAGE):
                 evaluator = labels.pop(semconv.MONITOR_EVALUATOR, "")

@@ -24,9 +24,9 @@ from typing import Any
 
 from tracefact import semconv
 from tracefact._clock import SYSTEM, Clock
+from tracefact.conventions.groups import group_value
 from tracefact.conventions.results import read_results
-from tracefact.monitor.estimator import group_value
-from tracefact.review.estimate import Stratum
+from tracefact.review.strata import Stratum
 
 HOUR = 3600.0
 DAY = 24 * HOUR

@@ -33,28 +33,11 @@ from statistics import NormalDist
 
 from tracefact import semconv
 from tracefact.monitor.estimator import wilson
+from tracefact.review.strata import Stratum
 
 VERDICT_HALLUCINATED = semconv.REVIEW_VERDICT_HALLUCINATED
 VERDICT_FACTUAL = semconv.REVIEW_VERDICT_FACTUAL
 VERDICT_NONE = semconv.REVIEW_VERDICT_NONE
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Stratum:
-    """A review stratum: the group's values (joined) and the evaluator's verdict."""
-
-    group: str
-    verdict: str
-    """hallucinated | factual | none (no verdict: error, timeout, ...)."""
-
-    def __str__(self) -> str:
-        return f"{self.group}/{self.verdict}" if self.group else self.verdict
-
-    @classmethod
-    def parse(cls, text: str) -> Stratum:
-        """The stratum a span's `tracefact.review.stratum` names."""
-        group, _, verdict = text.rpartition("/")
-        return cls(group, verdict)
 
 
 @dataclass(slots=True)

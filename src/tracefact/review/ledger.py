@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tracefact import semconv
-from tracefact.review.estimate import Corrected, Stratum, StratumTotals, corrected
+from tracefact.review.estimate import Corrected, StratumTotals, corrected
+from tracefact.review.strata import Stratum
 
 HOUR = 3600.0
 DEFAULT_WINDOW_SECONDS = 7 * 24 * HOUR

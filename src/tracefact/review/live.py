@@ -25,8 +25,8 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from tracefact import semconv
 from tracefact._version import __version__
 from tracefact.pipeline.verdict import SpanRecord, Verdict
-from tracefact.review.estimate import Stratum
 from tracefact.review.ledger import Label, Ledger, ReviewEstimate, Selection, selection_of
+from tracefact.review.strata import Stratum
 
 logger = logging.getLogger("tracefact")
 
@@ -155,7 +155,7 @@ def _gauges(provider: MeterProvider, monitor: ReviewMonitor) -> None:
                     if number is not None:
                         attributes = {semconv.MONITOR_EVALUATOR: estimate.evaluator}
                         if estimate.group:
-                            attributes["group"] = estimate.group
+                            attributes[semconv.REVIEW_GROUP] = estimate.group
                         out.append(Observation(number, attributes))
             return out
 
