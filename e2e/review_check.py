@@ -171,6 +171,16 @@ def main() -> None:
         with watch.stage("app"):
             run_app(collector, spans)
         client = stack.enter_context(httpx.Client(base_url=phoenix, timeout=30))
+        with watch.stage("tracefact review: the export and Phoenix ready for reviewers"):
+            exported = work / "to-review.jsonl"
+            subprocess.run(
+                [tracefact_bin, "review", str(spans), "--out", str(exported), "--phoenix", phoenix],
+                check=True,
+                timeout=120,
+            )
+            assert len(exported.read_text(encoding="utf-8").splitlines()) >= 200
+            configs = client.get("/v1/projects/default/annotation_configs").json()["data"]
+            assert [c["name"] for c in configs] == ["tracefact.review"], configs
         with watch.stage("people label in Phoenix"):
             true_rate, selected, labelled = label_in_phoenix(client, spans)
             assert selected >= 200, f"only {selected} spans selected"

@@ -15,6 +15,7 @@ from tests.review.fake_phoenix import FakePhoenix
 def fake_phoenix() -> Iterator[str]:
     """The fake's base URL; what it holds starts empty."""
     FakePhoenix.annotations, FakePhoenix.configs, FakePhoenix.queries = [], [], []
+    FakePhoenix.assigned = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakePhoenix)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -28,6 +28,7 @@ class FakePhoenix(BaseHTTPRequestHandler):
     annotations: ClassVar[list[dict[str, Any]]] = []
     configs: ClassVar[list[dict[str, Any]]] = []
     queries: ClassVar[list[dict[str, list[str]]]] = []
+    assigned: ClassVar[list[str]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -35,6 +36,10 @@ class FakePhoenix(BaseHTTPRequestHandler):
         if not taken:
             self.configs.append(body)
         self._reply(409 if taken else 200, {"data": body})
+
+    def do_PUT(self) -> None:
+        self.assigned.append(urlsplit(self.path).path)
+        self._reply(200, {"data": {}})
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)

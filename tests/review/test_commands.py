@@ -156,3 +156,14 @@ def test_the_report_shows_the_evaluator_against_people(tmp_path: Path) -> None:
     plain = tmp_path / "plain.html"
     assert main(["report", str(spans), "--html", str(plain)]) == 0
     assert "The evaluator against people" not in plain.read_text(encoding="utf-8")
+
+
+def test_review_readies_phoenix_for_reviewers(tmp_path: Path, fake_phoenix: str) -> None:
+    from tests.review.fake_phoenix import FakePhoenix
+
+    spans, out = tmp_path / "spans.jsonl", tmp_path / "review.jsonl"
+    run_traffic(spans, {"hallucinated": 1.0, "factual": 0.1})
+    assert main(["review", str(spans), "--out", str(out), "--phoenix", fake_phoenix]) == 0
+    (config,) = FakePhoenix.configs
+    assert config["name"] == "tracefact.review" and config["type"] == "CATEGORICAL"
+    assert FakePhoenix.assigned == ["/v1/projects/default/annotation_configs/tracefact.review"]

@@ -39,6 +39,7 @@ def export(spans_file: Path, out: Path, target: PhoenixTarget | None = None) -> 
     if target is not None:
         with phoenix.client(target.endpoint, target.api_key) as http:
             phoenix.ensure_annotation_config(http, target.annotation_name)
+            phoenix.assign_to_project(http, target.project, target.annotation_name)
     return summary
 
 

@@ -2,9 +2,10 @@
 
 Selected spans carry `tracefact.review.selected`, so reviewers filter on it in Phoenix;
 `ensure_annotation_config` creates the categorical config (hallucinated, factual, unsure)
-they label with. `poll_labels` reads back the HUMAN annotations under that name through
-`GET /v1/projects/{project}/span_annotations`, which needs span ids: the selected ids go
-in batches. Only one process polls (the CLI, `tracefact report`, or the collector); app
+they label with, and `assign_to_project` puts it in the project's annotation panel.
+`poll_labels` reads back the HUMAN annotations under that name through
+`GET /v1/projects/{project}/span_annotations`, which needs span ids: the selected ids go in
+batches. Only one process polls (the CLI, `tracefact report`, or the collector); app
 processes never do.
 """
 
@@ -50,6 +51,13 @@ def ensure_annotation_config(
         return False
     response.raise_for_status()
     return True
+
+
+def assign_to_project(
+    http: httpx.Client, project: str, name: str = semconv.REVIEW_ANNOTATION_NAME
+) -> None:
+    """Put the config in the project's annotation panel (idempotent), so reviewers see it."""
+    http.put(f"/v1/projects/{project}/annotation_configs/{name}").raise_for_status()
 
 
 def poll_labels(
