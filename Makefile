@@ -200,6 +200,7 @@ e2e: setup-dev prometheus-tools $(INSTRUMENTORS_VENV)/.installed
 		chromium fonts-liberation >/dev/null; })
 	$(call timed,phoenix/mlflow/browser venvs,$(MAKE) --no-print-directory -j3 $(E2E_ENVS))
 	$(BIN)/python -m e2e.phoenix_check
+	$(BIN)/python -m e2e.review_check
 	$(BIN)/python -m e2e.mlflow_check
 	$(BIN)/python -m e2e.prometheus_check
 	$(INSTRUMENTORS_VENV)/bin/python -m e2e.collector_check

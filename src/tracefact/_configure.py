@@ -36,6 +36,7 @@ from tracefact.config import (
     MonitorOptions,
     PrometheusOptions,
     Resolved,
+    ReviewOptions,
     check_argument,
     exporter_list,
     resolve,
@@ -123,6 +124,15 @@ def configure(
     monitor_window_seconds: float | None = None,
     prometheus_port: int | None = None,
     prometheus_host: str | None = None,
+    review_probabilities: dict[str, float] | None = None,
+    review_labels_per_day: float | None = None,
+    review_group_by: Sequence[str] | str | None = None,
+    review_window_seconds: float | None = None,
+    review_min_labels: int | None = None,
+    review_min_share: float | None = None,
+    review_target_half_width: float | None = None,
+    review_initial_probability: float | None = None,
+    review_annotation_name: str | None = None,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     export: ExportOptions | None = None,
@@ -130,6 +140,7 @@ def configure(
     evaluation: EvaluationOptions | None = None,
     monitor: MonitorOptions | None = None,
     prometheus: PrometheusOptions | None = None,
+    review: ReviewOptions | None = None,
 ) -> TracerProvider:
     """Set tracefact up; arguments left out come from `TRACEFACT_*` variables, then defaults.
 
@@ -165,6 +176,9 @@ def configure(
     prometheus_port: serve tracefact's metrics (the rate's counters and gauges, the
     pipeline's) for Prometheus at ``http://prometheus_host:port/metrics`` (host default
     127.0.0.1; needs the ``prometheus`` extra); not with `meter_provider`.
+    review_*: human review of a random sample of evaluated spans (`ReviewOptions`, see
+    docs/review.md): ``review_probabilities`` per stratum or ``review_labels_per_day``
+    turn it on; each evaluated span then carries ``tracefact.review.*``.
     drain_seconds: how long shutdown lets running evaluations finish; api_base: where
     judges named in TRACEFACT_EVALUATORS send their calls; sample_rate: the share of
     traces judged when no `sampler` is given; documents_max_*: the bounds of the
@@ -258,6 +272,7 @@ def _evaluation_processor(
         observers=[monitor],
         meter_provider=meter_provider,
         reader=SpanReader(read_options, store=DocumentStore(**evaluation.documents.model_dump())),
+        review=settings.review.sampler(),
     )
 
 

@@ -3,7 +3,9 @@
 ``tracefact eval`` runs an evaluator over a JSONL file of cases (`tracefact.evaluate_file`,
 the engine); ``tracefact collector``
 runs the OTLP collector; ``tracefact report`` draws a spans file as one HTML page;
-``tracefact monitor`` shows the live rate in the terminal.
+``tracefact monitor`` shows the live rate in the terminal; ``tracefact review`` exports
+the spans selected for human review and ``tracefact labels`` turns their labels into the
+corrected rate (`tracefact.review.commands`, the engine).
 
 Each subcommand is a function taking the parsed arguments and returning an exit code,
 registered in `build_parser`; adding one does not touch the others.
@@ -12,7 +14,9 @@ registered in `build_parser`; adding one does not touch the others.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -42,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_report(commands)
     _add_monitor(commands)
+    _add_review(commands)
+    _add_labels(commands)
     return parser
 
 
@@ -194,6 +200,21 @@ def _add_report(commands: Any) -> None:
     command.add_argument(
         "--worst", type=_non_negative_int, default=10, help="worst cases shown (default: 10)"
     )
+    command.add_argument(
+        "--labels",
+        type=Path,
+        action="append",
+        default=[],
+        help="human labels (JSONL) of the spans selected for review: adds the evaluator "
+        "against people and the corrected rate; repeatable",
+    )
+    command.add_argument(
+        "--review-window",
+        type=_positive_float,
+        default=7 * 24 * 3600.0,
+        help="seconds of the corrected rate's window (default: 7 days)",
+    )
+    _add_phoenix_arguments(command)
     command.set_defaults(handler=_report_command)
 
 
@@ -218,6 +239,11 @@ def _report_command(args: argparse.Namespace) -> int:
     if not report.spans:
         print(f"tracefact report: no spans in {args.file}; nothing written", file=sys.stderr)
         return 2
+    if args.labels or args.phoenix:
+        error = _review_section(report, args)
+        if error is not None:
+            print(f"tracefact report: {error}", file=sys.stderr)
+            return 2
     llm = sum(report.statuses.values())
     judged = report.statuses.get("ok", 0)
     print(f"{args.file}: {report.spans} spans, {llm} LLM spans, {judged} judged")
@@ -235,6 +261,32 @@ def _report_command(args: argparse.Namespace) -> int:
         return 2
     print(f"report: {args.html.resolve()}")
     return 0
+
+
+def _review_section(report: Any, args: argparse.Namespace) -> str | None:
+    """Put the review section on `report`; the reason it could not be, or None."""
+    import httpx
+
+    from tracefact.review.commands import load
+    from tracefact.review.report import review_report
+
+    target = _phoenix_target(args)
+    try:
+        loaded = load(args.file, args.labels, target, window_seconds=args.review_window)
+    except (OSError, httpx.HTTPError) as exc:
+        return _reason(exc)
+    for error in loaded.errors[:5]:
+        print(f"tracefact report: {error}", file=sys.stderr)
+    sources = [str(p) for p in args.labels] + ([f"Phoenix {target.endpoint}"] if target else [])
+    report.review = review_report(
+        loaded.ledger,
+        report.start or 0.0,
+        report.end or 0.0,
+        ", ".join(sources),
+        loaded.selections,
+        loaded.labels,
+    )
+    return None
 
 
 def _reason(exc: Exception) -> str:
@@ -301,6 +353,129 @@ def _monitor_command(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"tracefact monitor: {exc}", file=sys.stderr)
         return 2
+
+
+# --- tracefact review / tracefact labels --------------------------------------------------
+
+
+def _add_phoenix_arguments(command: Any) -> None:
+    command.add_argument("--phoenix", metavar="URL", help="Phoenix's base URL")
+    command.add_argument(
+        "--project", default="default", help="the Phoenix project (default: default)"
+    )
+    command.add_argument(
+        "--annotation-name",
+        default="tracefact.review",
+        help="the annotation reviewers label under (default: tracefact.review)",
+    )
+
+
+def _phoenix_target(args: argparse.Namespace) -> Any:
+    from tracefact.review.commands import PhoenixTarget
+
+    if not args.phoenix:
+        return None
+    api_key = os.environ.get("PHOENIX_API_KEY")
+    return PhoenixTarget(args.phoenix, args.project, args.annotation_name, api_key)
+
+
+def _add_review(commands: Any) -> None:
+    command = commands.add_parser(
+        "review",
+        help="export the spans selected for human review",
+        description="Write the spans selected for review (tracefact.review.selected) as JSONL: "
+        "question, contexts, answer, the evaluator's verdict, ids and the selection record, "
+        "as the spans carry them. With --phoenix, also create the categorical annotation "
+        "config reviewers label with (filter the spans on tracefact.review.selected).",
+    )
+    command.add_argument("file", type=Path, help="the spans file")
+    command.add_argument("--out", type=Path, required=True, help="the JSONL to write")
+    _add_phoenix_arguments(command)
+    command.set_defaults(handler=_review_command)
+
+
+def _review_command(args: argparse.Namespace) -> int:
+    import httpx
+
+    from tracefact.review.commands import export
+    from tracefact.review.spans import CAPTURE_OFF
+
+    try:
+        summary = export(args.file, args.out, _phoenix_target(args))
+    except (OSError, httpx.HTTPError) as exc:
+        print(f"tracefact review: {_reason(exc)}", file=sys.stderr)
+        return 2
+    if summary.unreviewable or summary.capture_off:
+        message = CAPTURE_OFF.format(count=summary.unreviewable + summary.capture_off)
+        print(f"tracefact review: {message}", file=sys.stderr)
+    print(f"review: {summary.written} of {summary.selected} selected spans written to {args.out}")
+    return 0 if summary.written or not (summary.selected or summary.capture_off) else 1
+
+
+def _add_labels(commands: Any) -> None:
+    command = commands.add_parser(
+        "labels",
+        help="join human labels to the selected spans; print the corrected rate",
+        description="Read the spans file's review selections and human labels (JSONL of "
+        "trace_id, span_id, label: hallucinated | factual | unsure, reviewer, time; and/or "
+        "HUMAN annotations polled from Phoenix), and print each evaluator's corrected "
+        "hallucination rate with its 95% interval, its sensitivity and specificity, and "
+        "how many more labels would narrow it.",
+    )
+    command.add_argument("file", type=Path, help="the spans file")
+    command.add_argument(
+        "--labels", type=Path, action="append", default=[], help="a labels JSONL; repeatable"
+    )
+    command.add_argument(
+        "--save", type=Path, help="append the labels polled from Phoenix to this JSONL"
+    )
+    command.add_argument(
+        "--window",
+        type=_positive_float,
+        default=7 * 24 * 3600.0,
+        help="seconds of the window, by span end time, ending at the newest span (default: 7 days)",
+    )
+    command.add_argument("--min-labels", type=_positive_int, default=30)
+    command.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_phoenix_arguments(command)
+    command.set_defaults(handler=_labels_command)
+
+
+def _labels_command(args: argparse.Namespace) -> int:
+    import httpx
+
+    from tracefact.review.commands import load, write_labels
+    from tracefact.review.text import as_json, lines
+
+    try:
+        loaded = load(
+            args.file,
+            args.labels,
+            _phoenix_target(args),
+            window_seconds=args.window,
+            min_labels=args.min_labels,
+        )
+        if args.save is not None and loaded.polled:
+            write_labels(args.save, loaded.polled)
+    except (OSError, httpx.HTTPError) as exc:
+        print(f"tracefact labels: {_reason(exc)}", file=sys.stderr)
+        return 2
+    for error in loaded.errors[:5]:
+        print(f"tracefact labels: {error}", file=sys.stderr)
+    if not loaded.selections:
+        print(
+            f"tracefact labels: no span in {args.file} carries a review selection "
+            "(turn review on: review_probabilities or review_labels_per_day)",
+            file=sys.stderr,
+        )
+        return 2
+    estimates = loaded.ledger.estimates()
+    if args.json:
+        print(json.dumps([as_json(e) for e in estimates], indent=2))
+    else:
+        for estimate in estimates:
+            print("\n".join(lines(estimate)))
+    return 0
 
 
 def _metrics_url(url: str) -> str:

@@ -2,7 +2,7 @@
 
 As logfire's `config_params`: each setting is declared once, with its type, default and
 bounds, in one of the option groups below (export, capture, evaluation with its sampler
-and document store, monitor, prometheus), and once in `SETTINGS`, which names it for
+and document store, monitor, prometheus, review), and once in `SETTINGS`, which names it for
 each way to set it:
 - `configure(queue_size=8)`: the flat keyword (`SETTINGS`' name), or the group object
   (`configure(evaluation=EvaluationOptions(queue_size=8))`), as `scrubbing=` takes its;
@@ -34,6 +34,7 @@ from pydantic import (
     InstanceOf,
     TypeAdapter,
     ValidationError,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -43,6 +44,7 @@ from tracefact.evaluators.registry import build_evaluators
 from tracefact.instrument.capture import CaptureOptions
 from tracefact.monitor import live
 from tracefact.pipeline.options import PipelineOptions
+from tracefact.review.design import ReviewSampler
 from tracefact.sampling import Always, Budget, RateLimit, Ratio, Rule, Sampler
 from tracefact.scrubbing import ScrubbingOptions, check_scrubbing
 from tracefact.sinks.base import ResultSink
@@ -292,6 +294,58 @@ class MonitorOptions(_Group):
         )
 
 
+class ReviewOptions(_Group):
+    """Human review of a random sample, and the corrected rate (`tracefact.review`).
+
+    Off until `probabilities` or `labels_per_day` is set; never both.
+    """
+
+    probabilities: dict[str, float] | None = None
+    """Selection probability per stratum (`group/verdict`), per verdict
+    (hallucinated, factual, none) or `*`: the first that names a span's stratum."""
+    labels_per_day: float | None = Field(default=None, gt=0)
+    """Or a budget of labels a day, allocated by Neyman over the strata, hourly."""
+    group_by: tuple[str, ...] = ()
+    """Attributes whose values join the verdict in a stratum (a group's own rate)."""
+    window_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """The corrected rate's window, by span end time (a late label revises its window)."""
+    min_labels: int = Field(default=30, ge=1)
+    """Labels a stratum holding `min_share` of the weight needs before a figure is shown."""
+    min_share: float = Field(default=0.05, gt=0, le=1)
+    target_half_width: float = Field(default=0.02, gt=0, lt=1)
+    """The half-width the labels-needed advice aims at."""
+    initial_probability: float = Field(default=0.05, gt=0, le=1)
+    """With a budget: π until the first hour of traffic has been seen."""
+    annotation_name: str = Field(default="tracefact.review", min_length=1)
+    """The annotation name people label selected spans under in Phoenix."""
+
+    @model_validator(mode="after")
+    def _one_design(self) -> ReviewOptions:
+        if self.probabilities is not None and self.labels_per_day is not None:
+            raise ValueError("give probabilities or labels_per_day, not both")
+        for key, value in (self.probabilities or {}).items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"probability of {key!r} must be in [0, 1], not {value}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.probabilities is not None or self.labels_per_day is not None
+
+    def sampler(self) -> ReviewSampler | None:
+        """The review selection these settings describe; None when review is off."""
+        if not self.enabled:
+            return None
+        return ReviewSampler(
+            probabilities=self.probabilities,
+            labels_per_day=self.labels_per_day,
+            group_by=self.group_by,
+            min_labels=self.min_labels,
+            min_share=self.min_share,
+            initial_probability=self.initial_probability,
+        )
+
+
 class PrometheusOptions(_Group):
     """A `/metrics` endpoint of the SDK's own (`configure(prometheus=...)`)."""
 
@@ -306,6 +360,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "evaluation": EvaluationOptions,
     "monitor": MonitorOptions,
     "prometheus": PrometheusOptions,
+    "review": ReviewOptions,
 }
 
 
@@ -454,6 +509,22 @@ SETTINGS: dict[str, Setting] = {
         # prometheus
         Setting("prometheus_port", ("prometheus", "port")),
         Setting("prometheus_host", ("prometheus", "host")),
+        # review
+        Setting("review_probabilities", ("review", "probabilities"), env="json"),
+        Setting("review_labels_per_day", ("review", "labels_per_day")),
+        Setting(
+            "review_group_by",
+            ("review", "group_by"),
+            env="list",
+            argument=str | list[Annotated[str, Field(min_length=1)]],
+            to_field=_names,
+        ),
+        Setting("review_window_seconds", ("review", "window_seconds")),
+        Setting("review_min_labels", ("review", "min_labels")),
+        Setting("review_min_share", ("review", "min_share")),
+        Setting("review_target_half_width", ("review", "target_half_width")),
+        Setting("review_initial_probability", ("review", "initial_probability")),
+        Setting("review_annotation_name", ("review", "annotation_name")),
         # reading spans no convention covers
         Setting("span_mapping", None, env=None, argument=Callable[..., Any] | dict[str, Any]),
         Setting("contexts_from_prompt", None, env=None, argument=bool),
@@ -544,6 +615,7 @@ class Resolved:
     evaluation: EvaluationOptions
     monitor: MonitorOptions
     prometheus: PrometheusOptions
+    review: ReviewOptions
 
     @classmethod
     def from_environment(cls, **arguments: Any) -> Resolved:

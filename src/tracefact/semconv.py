@@ -422,3 +422,42 @@ GROUP_ALIASES: Final = {
 }
 """Group-by names and the span (then resource) attributes they read, first found wins;
 any other group-by name is read as an attribute of that name."""
+
+# --- human review (the corrected rate: tracefact.review) ---------------------------------
+# Decided once, on the evaluation worker after the verdict, for every evaluated span.
+REVIEW_PROBABILITY = "tracefact.review.probability"
+"""The probability π the span had of being selected for human review, given its stratum."""
+REVIEW_STRATUM = "tracefact.review.stratum"
+"""The span's review stratum: `<group values joined by |>/<verdict>`, or just the verdict
+(REVIEW_VERDICTS) where review has no group_by."""
+REVIEW_SELECTED = "tracefact.review.selected"
+"""Bool: selected for review (filter on it in a backend to find the spans to label)."""
+REVIEW_EVALUATOR = "tracefact.review.evaluator"
+"""The evaluator whose verdict decided the stratum (the first one configured)."""
+REVIEW_VERDICT_HALLUCINATED: Final = "hallucinated"
+REVIEW_VERDICT_FACTUAL: Final = "factual"
+REVIEW_VERDICT_NONE: Final = "none"
+"""The stratum verdict of an evaluated span without a verdict (error, timeout...)."""
+REVIEW_VERDICTS = (REVIEW_VERDICT_HALLUCINATED, REVIEW_VERDICT_FACTUAL, REVIEW_VERDICT_NONE)
+REVIEW_LABEL_UNSURE: Final = "unsure"
+"""A human label that counts as pending (as does a tie between reviewers)."""
+REVIEW_LABELS = (REVIEW_VERDICT_HALLUCINATED, REVIEW_VERDICT_FACTUAL, REVIEW_LABEL_UNSURE)
+"""The values a human label takes."""
+REVIEW_ANNOTATION_NAME: Final = "tracefact.review"
+"""The default Phoenix annotation name people label selected spans under (HUMAN)."""
+# Gauges (the one process that holds selections and labels), per `evaluator`:
+METRIC_REVIEW_RATE = "tracefact.review.rate"
+"""Gauge: the corrected hallucination rate over the review window (absent when withheld)."""
+METRIC_REVIEW_RATE_LOWER = "tracefact.review.rate.lower"
+METRIC_REVIEW_RATE_UPPER = "tracefact.review.rate.upper"
+METRIC_REVIEW_LABELS = "tracefact.review.labels"
+"""Gauge: labelled spans in the window (decided labels of selected spans)."""
+METRIC_REVIEW_PENDING = "tracefact.review.pending"
+"""Gauge: selected spans in the window without a decided label (none yet, or unsure)."""
+METRIC_REVIEW_WINDOW_END = "tracefact.review.window_end"
+"""Gauge: unix seconds, the end of the window the corrected rate covers."""
+REVIEW_GROUP: Final = "group"
+"""The metric attribute of the review gauges holding a stratum group's values (absent for
+all groups together)."""
+METRIC_REVIEW_SHOWN = "tracefact.review.shown"
+"""Gauge: 1 when the corrected rate is shown, 0 when withheld (too few labels)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from opentelemetry.metrics import MeterProvider
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -33,11 +34,16 @@ from tracefact.config import (
     EvaluationOptions,
     MonitorOptions,
     RateLimitOptions,
+    ReviewOptions,
     RuleOptions,
     SamplerOptions,
     SinkOptions,
 )
 from tracefact.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from tracefact.review.ledger import Label
+    from tracefact.review.live import ReviewMonitor
 
 QueueBackend = Literal["memory", "sqlite", "redis"]
 """Where received requests wait (`queue`): memory, or durable on SQLite or Redis Streams."""
@@ -144,6 +150,51 @@ class Forwarding(_Model):
     """The retry hint a refused client gets (429 Retry-After / RESOURCE_EXHAUSTED)."""
 
 
+class ReviewConfig(ReviewOptions):
+    """`evaluation.review:`: the settings table's `ReviewOptions` and the collector's own keys.
+
+    The collector is the one process that holds selections and labels: it journals each
+    evaluated span's selection to `state_path` (replayed at start, so a restart loses none),
+    polls Phoenix for people's labels every `poll_seconds`, and publishes the corrected rate
+    on /metrics (`tracefact.review.*`).
+    """
+
+    phoenix_endpoint: str | None = None
+    """Phoenix's base URL, where reviewers label the selected spans (HUMAN annotations)."""
+    phoenix_project: str = "default"
+    phoenix_api_key: str | None = None
+    poll_seconds: float = Field(default=60.0, gt=0)
+    state_path: str | None = None
+    """A file the selections are journaled to (JSON lines)."""
+
+    def monitor(self, meter_provider: MeterProvider | None) -> ReviewMonitor | None:
+        """The collector's review monitor; None when review is off."""
+        from tracefact.review import phoenix
+        from tracefact.review.ledger import Ledger
+        from tracefact.review.live import Poller, ReviewMonitor
+
+        if not self.enabled:
+            return None
+        poller: Poller | None = None
+        if self.phoenix_endpoint:
+            endpoint, project = self.phoenix_endpoint, self.phoenix_project
+            name, api_key = self.annotation_name, self.phoenix_api_key
+
+            def poll(ids: Sequence[tuple[str, str]]) -> list[Label]:
+                with phoenix.client(endpoint, api_key) as http:
+                    return phoenix.poll_labels(http, project, ids, name)
+
+            poller = poll
+
+        ledger = Ledger(
+            self.window_seconds, self.min_labels, self.min_share, self.target_half_width
+        )
+        journal = Path(self.state_path) if self.state_path else None
+        return ReviewMonitor(
+            ledger, meter_provider, journal=journal, poller=poller, poll_seconds=self.poll_seconds
+        )
+
+
 class EvaluationConfig(EvaluationOptions):
     """`evaluation:`: the settings table's `EvaluationOptions` and the collector's own keys."""
 
@@ -159,6 +210,7 @@ class EvaluationConfig(EvaluationOptions):
     sinks: list[SinkOptions] = Field(default_factory=list)
     """Where results go besides the span: `{type: phoenix}` (annotations), `{type: mlflow}`
     (assessments), `{type: import, import: mod:factory}`; counted in tracefact.sink.results."""
+    review: ReviewConfig = ReviewConfig()
 
     @model_validator(mode="after")
     def _something_to_run(self) -> EvaluationConfig:

@@ -12,7 +12,8 @@ For each request taken from the `RequestQueue`:
   their original resource and scope); a retriever span of any convention also leaves its
   documents in the store, and a tool span its result, for LLM spans of its trace;
 - LLM spans already evaluated (they carry `tracefact.eval.status`: an SDK upstream of
-  the collector did it) pass through untouched;
+  the collector did it) pass through untouched; those selected for review upstream
+  (`tracefact.review.stratum`) are counted by the review monitor on the way;
 - other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
   a later request still count, then go to the pipeline as a `SpanRecord` with the held
   protobuf span; its verdicts come back to `WriteBack`, which writes them onto that span
@@ -46,7 +47,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -66,7 +67,7 @@ from tracefact.pipeline.verdict import nested, unevaluated
 
 logger = logging.getLogger("tracefact.collector")
 
-ROUTING_KEYS = dict.fromkeys(ROLE_KEYS | {semconv.EVAL_STATUS})
+ROUTING_KEYS = dict.fromkeys(ROLE_KEYS | {semconv.EVAL_STATUS, semconv.REVIEW_STRATUM})
 """The attributes that decide where a span goes; the rest are not decoded to route it."""
 ENTRIES_PER_TAKE = 64
 IDLE_SECONDS = 0.05
@@ -89,8 +90,11 @@ class Engine:
         max_age_seconds: float | None = None,
         max_deliveries: int | None = None,
         supervisor: Supervisor | None = None,
+        review: Callable[[int, int, Mapping[str, Any], int | None], None] | None = None,
     ) -> None:
         self.queue = queue
+        self.review = review
+        """Sees LLM spans evaluated upstream that carry a review selection (an SDK app's)."""
         self.forwarder = forwarder
         self.pipeline = pipeline
         self.writeback = writeback
@@ -285,6 +289,8 @@ class Engine:
         if not routing or semconv.EVAL_STATUS in routing:
             if not span.parent_span_id:
                 self._root_arrived(span)
+            if self.review is not None and semconv.REVIEW_STRATUM in routing:
+                self._reviewed_upstream(span)
             return None
         role = span_role(routing)
         if role is None or not spans.has_valid_ids(span):
@@ -294,6 +300,18 @@ class Engine:
         if role != "llm" and not span.parent_span_id:
             self._root_arrived(span)
         return role
+
+    def _reviewed_upstream(self, span: Span) -> None:
+        """An upstream evaluated and selected it: the review monitor counts its selection."""
+        assert self.review is not None
+        if not spans.has_valid_ids(span):
+            return
+        self.review(
+            int.from_bytes(span.trace_id, "big"),
+            int.from_bytes(span.span_id, "big"),
+            spans.attributes(span.attributes),
+            span.end_time_unix_nano or None,
+        )
 
     def _root_arrived(self, span: Span) -> None:
         """A trace's root arrived: its documents go once none of its LLM spans waits."""

@@ -76,6 +76,7 @@ class Collector:
         self.writeback = WriteBack(self.forwarder)
         self.store = document_store(config)
         self.pipeline: Pipeline[Held] | None = None
+        self.review = evaluation.review.monitor(meter_provider) if evaluation.enabled else None
         if evaluation.enabled:
             self.pipeline = Pipeline(
                 self.writeback.apply,
@@ -85,10 +86,12 @@ class Collector:
                 reader=SpanReader(store=self.store),
                 sinks=build_sinks(evaluation.sinks, meter_provider),
                 observers=[
-                    evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider)
+                    evaluation.monitor.rate_monitor([e.name for e in evaluators], meter_provider),
+                    *([self.review] if self.review is not None else []),
                 ],
                 receipt=self.writeback.receipt,
                 meter_provider=meter_provider,
+                review=evaluation.review.sampler(),
             )
         self.engine = Engine(
             self.queue,
@@ -104,6 +107,7 @@ class Collector:
             max_age_seconds=config.queue_max_age_seconds if self.queue.durable else None,
             max_deliveries=config.queue_max_deliveries if self.queue.durable else None,
             supervisor=self.supervisor,
+            review=self.review.upstream if self.review is not None else None,
         )
         self.ingest = Ingest(
             config, self.queue, self.forwarder, self.metrics, fatal=lambda: self.supervisor.fatal
@@ -136,6 +140,8 @@ class Collector:
     def start(self) -> dict[str, int]:
         """Start every thread and server; the bound ports by name."""
         self.forwarder.start()
+        if self.review is not None:
+            self.review.start()
         if self.consumes:
             self.engine.start()
         ports: dict[str, int] = {}
@@ -184,6 +190,8 @@ class Collector:
                 extra={"event": "requeued", "entries": self.engine.kept},
             )
         self.queue.close()
+        if self.review is not None:
+            self.review.shutdown()
         if isinstance(self.store, SharedDocumentStore):
             self.store.close()
         self.prometheus.shutdown()

@@ -33,8 +33,8 @@ from statistics import NormalDist
 from types import MappingProxyType
 
 from tracefact import semconv
+from tracefact.conventions.groups import group_value
 from tracefact.conventions.results import EvaluatorResult, SpanResults, read_results
-from tracefact.scrubbing import SCRUBBED, clean_text, current_scrubber
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
@@ -228,7 +228,7 @@ class RateEstimator:
         self, attributes: Mapping[str, object], resource: Mapping[str, object] = _NOTHING
     ) -> Group:
         """The span's group values, before the `max_groups` bound."""
-        return tuple(_group_value(name, attributes, resource) for name in self.group_by)
+        return tuple(group_value(name, attributes, resource) for name in self.group_by)
 
     def labels(self, group: Group) -> dict[str, str]:
         """A group as group-by name to value (metric attributes, report columns)."""
@@ -372,24 +372,6 @@ def estimate_all(
         labels = dict(zip(group_by, group, strict=True))
         estimates.append(Estimate(evaluator, labels, sums, interval(sums, confidence)))
     return estimates
-
-
-def _group_value(
-    name: str, attributes: Mapping[str, object], resource: Mapping[str, object]
-) -> str:
-    """The group's label value, scrubbed like everything tracefact writes.
-
-    A metric label may otherwise carry a key in a model name or a token under a secret name.
-    """
-    for key in semconv.GROUP_ALIASES.get(name, (name,)):
-        for source in (attributes, resource):
-            value = source.get(key)
-            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                scrubber = current_scrubber()
-                if scrubber is not None and scrubber.is_secret_name(key):
-                    return SCRUBBED
-                return clean_text(str(value)) or semconv.GROUP_MISSING
-    return semconv.GROUP_MISSING
 
 
 def _judged_status(result: EvaluatorResult) -> str:

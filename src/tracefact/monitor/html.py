@@ -14,6 +14,7 @@ from html import escape
 from tracefact import semconv
 from tracefact.monitor.estimator import Estimate
 from tracefact.monitor.report import SCORE_BINS, Case, Cost, Point, Report, Series
+from tracefact.review.html import section as review_section
 
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
 LABEL_COLOURS = {"factual": "#16a34a", "hallucinated": "#dc2626"}
@@ -63,6 +64,8 @@ def render(report: Report) -> str:
         _costs(report.costs),
         _coverage(report),
     ]
+    if report.review is not None:
+        sections.insert(2, review_section(report.review))
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f"<title>tracefact report: {escape(report.source)}</title>"

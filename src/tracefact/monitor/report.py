@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from tracefact.conventions import read_case
 from tracefact.conventions.results import read_results
 from tracefact.evaluators.base import HALLUCINATED
 from tracefact.monitor.estimator import Estimate, Observation, RateEstimator, estimate_all
-from tracefact.monitor.spans import JudgedSpan, JudgedSpans
+from tracefact.monitor.spans import JudgedSpan, read_judged
+from tracefact.review.report import ReviewReport
 from tracefact.spans_file import BadLine, SpansFileReader
 
 MAX_POINTS = 400
@@ -110,6 +110,8 @@ class Report:
     """Evaluator to label to counts per score bin (SCORE_BINS bins over [0, 1])."""
     worst: list[Case] = field(default_factory=list)
     costs: list[Cost] = field(default_factory=list)
+    review: ReviewReport | None = None
+    """The evaluator against people, when labels were given (`tracefact report --labels`)."""
 
 
 def build_report(
@@ -120,17 +122,8 @@ def build_report(
 ) -> Report:
     """Read `path` whole and compute the report (OSError when it cannot be read)."""
     reader = SpansFileReader(path)
-    merger = JudgedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
-    latest: dict[tuple[int, int], JudgedSpan] = {}
-    count = 0
-    for item in reader.follow(final=True):  # only LLM and carrier spans are kept
-        count += 1
-        evaluated = merger.add(item)
-        if evaluated is not None:
-            latest[evaluated.key] = evaluated  # a carrier's merge replaces the timeout
-    for evaluated in merger.pending():
-        latest.setdefault(evaluated.key, evaluated)
-    ordered = sorted(latest.values(), key=lambda e: e.time)
+    read = read_judged(reader)
+    ordered, count = read.judged, read.spans
     times = [e.time for e in ordered]
     report = Report(
         source=str(path),
@@ -144,8 +137,8 @@ def build_report(
         end=max(times, default=None),
     )
     _count_statuses(report, ordered)
-    if merger.waiting():
-        report.statuses[NOT_EVALUATED] = merger.waiting()
+    if read.waiting:
+        report.statuses[NOT_EVALUATED] = read.waiting
     observations = _rates(report, ordered)
     report.overall = estimate_all(dataclasses.replace(o, group=()) for o in observations)
     report.by_group = estimate_all(observations, report.group_by)

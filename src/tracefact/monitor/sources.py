@@ -58,6 +58,22 @@ class Snapshot:
     error: str | None = None
     """Why this poll could not read the source (its last figures are kept)."""
     notes: list[str] = field(default_factory=list)
+    review: list[ReviewRow] = field(default_factory=list)
+    """The corrected rate per evaluator, where the source holds human labels."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewRow:
+    """One evaluator's corrected rate (people's labels), from the collector's gauges."""
+
+    evaluator: str
+    group: str
+    shown: bool
+    rate: float | None
+    lower: float | None
+    upper: float | None
+    labels: int
+    pending: int
 
 
 class Source(Protocol):
@@ -110,6 +126,20 @@ def parse_prometheus_text(text: str) -> list[Sample]:
     ]
 
 
+REVIEW_GAUGES: Mapping[str, str] = {
+    prometheus_name(name): name
+    for name in (
+        semconv.METRIC_REVIEW_RATE,
+        semconv.METRIC_REVIEW_RATE_LOWER,
+        semconv.METRIC_REVIEW_RATE_UPPER,
+        semconv.METRIC_REVIEW_LABELS,
+        semconv.METRIC_REVIEW_PENDING,
+        semconv.METRIC_REVIEW_SHOWN,
+    )
+}
+"""The collector's corrected-rate gauges by their Prometheus names."""
+
+
 class PrometheusSource:
     """Scrapes a tracefact process's (or the collector's) `/metrics`.
 
@@ -159,9 +189,14 @@ class PrometheusSource:
         snapshot = Snapshot(source=self.url, taken=now)
         counts: defaultdict[str, float] = defaultdict(float)
         gauges: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float]] = {}
+        review: dict[tuple[str, str], dict[str, float]] = {}
         for sample in samples:
             labels = {k: v for k, v in sample.labels.items() if not k.startswith(_SCOPE_LABEL)}
-            if sample.name in (self.RATE, self.LOWER, self.UPPER, self.N_EFF, self.COVERAGE):
+            if sample.name in REVIEW_GAUGES:
+                evaluator = labels.get(semconv.MONITOR_EVALUATOR, "")
+                who = (evaluator, labels.get(semconv.REVIEW_GROUP, ""))
+                review.setdefault(who, {})[REVIEW_GAUGES[sample.name]] = sample.value
+            elif sample.name in (self.RATE, self.LOWER, self.UPPER, self.N_EFF, self.COVERAGE):
                 evaluator = labels.pop(semconv.MONITOR_EVALUATOR, "")
                 key = (evaluator, tuple(sorted(labels.items())))
                 gauges.setdefault(key, {})[sample.name] = sample.value
@@ -185,6 +220,7 @@ class PrometheusSource:
                 f"no {self.RATE} here yet: nothing judged in the window, or not a tracefact "
                 "endpoint"
             )
+        snapshot.review = [_review_row(key, values) for key, values in sorted(review.items())]
         counts[LLM_SPANS] = float(sum(snapshot.statuses.values()))
         counts[JUDGED] = float(snapshot.statuses.get(semconv.STATUS_OK, 0))
         snapshot.throughput = self._rates.update(now, dict(counts)) or {}
@@ -221,6 +257,20 @@ class PrometheusSource:
             counts[RECEIVED] += value
         elif name == self.FORWARDED:
             counts[FORWARDED] += value
+
+
+def _review_row(key: tuple[str, str], values: Mapping[str, float]) -> ReviewRow:
+    shown = values.get(semconv.METRIC_REVIEW_SHOWN) == 1.0
+    return ReviewRow(
+        evaluator=key[0],
+        group=key[1],
+        shown=shown,
+        rate=values.get(semconv.METRIC_REVIEW_RATE) if shown else None,
+        lower=values.get(semconv.METRIC_REVIEW_RATE_LOWER) if shown else None,
+        upper=values.get(semconv.METRIC_REVIEW_RATE_UPPER) if shown else None,
+        labels=int(values.get(semconv.METRIC_REVIEW_LABELS, 0)),
+        pending=int(values.get(semconv.METRIC_REVIEW_PENDING, 0)),
+    )
 
 
 # --- a spans file ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ count one outcome per evaluated span, grouped by the evaluated span's own attrib
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 from tracefact import semconv
 from tracefact.conventions import span_role
 from tracefact.conventions.otlp import OtlpSpan
-from tracefact.spans_file import FileSpan
+from tracefact.spans_file import FileSpan, SpansFileReader
 
 SpanKey = tuple[int, int]
 """(trace id, span id) of the evaluated span."""
@@ -101,6 +102,33 @@ class JudgedSpans:
         store.move_to_end(key)
         while len(store) > self.remember:
             store.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSpans:
+    """A whole spans file's evaluated spans, in the order their calls ended."""
+
+    judged: list[JudgedSpan]
+    spans: int
+    """LLM and carrier spans read."""
+    waiting: int
+    """LLM spans with no status and no carrier: not evaluated."""
+
+
+def read_judged(reader: SpansFileReader) -> ReadSpans:
+    """Every evaluated span of a finished file, a carrier's results laid over its span."""
+    merger = JudgedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
+    latest: dict[SpanKey, JudgedSpan] = {}
+    count = 0
+    for item in reader.follow(final=True):  # only LLM and carrier spans are kept
+        count += 1
+        evaluated = merger.add(item)
+        if evaluated is not None:
+            latest[evaluated.key] = evaluated  # a carrier's merge replaces the timeout
+    for evaluated in merger.pending():
+        latest.setdefault(evaluated.key, evaluated)
+    ordered = sorted(latest.values(), key=lambda e: e.time)
+    return ReadSpans(ordered, count, merger.waiting())
 
 
 def _is_carrier(attributes: Mapping[str, Any]) -> bool:

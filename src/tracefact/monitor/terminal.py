@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracefact._imports import import_extra
-from tracefact.monitor.sources import Row, Snapshot, Source
+from tracefact.monitor.sources import ReviewRow, Row, Snapshot, Source
 
 BAND_WIDTH = 16
 WIDE = 110
@@ -61,6 +61,7 @@ def view(snapshot: Snapshot, interval: float, live: bool = True, width: int = WI
         parts.append(_rate_table(rich_table, rich_box, evaluator, rows, band_too=width >= WIDE))
     if not snapshot.rows:
         parts.append(rich_text.Text("nothing judged in the window yet", style="dim"))
+    parts.extend(rich_text.Text(line) for line in review_lines(snapshot.review))
     traffic = rich_table.Table.grid(padding=(0, 2))
     traffic.add_column(style="bold")
     traffic.add_column()
@@ -169,6 +170,20 @@ def _keys() -> Iterator[Any]:
         yield quit_pressed
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def review_lines(rows: list[ReviewRow]) -> list[str]:
+    """The corrected rate (people's labels), a line per evaluator, under 80 columns."""
+    out = []
+    for row in rows:
+        who = row.evaluator + (f" / {row.group}" if row.group else "")
+        if row.shown and row.rate is not None:
+            figure = f"{_percent(row.rate)} [{_percent(row.lower)}, {_percent(row.upper)}]"
+        else:
+            figure = "withheld (too few labels)"
+        out.append(f"corrected by people: {who}"[:80])
+        out.append(f"  {figure}  ·  labels {row.labels}  ·  pending {row.pending}"[:80])
+    return out
 
 
 def _percent(value: float | None) -> str:

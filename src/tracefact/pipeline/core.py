@@ -11,13 +11,16 @@ parts, each owning its state:
 - `Worker` (its own thread): an asyncio loop running each job's `Evaluation`, which
   keeps the job's one deadline;
 - `Watchdog` (its own thread): hold limits, and a loop an evaluator has blocked;
-- `Delivery`: counts, applies and fans out verdicts (sinks, observers).
+- `Delivery`: counts, applies and fans out verdicts (sinks, observers);
+- `ReviewSampler` (optional): each evaluated span's selection for human review, added to
+  its final verdict on the evaluation loop.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import ChainMap
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -37,6 +40,7 @@ from tracefact.pipeline.retry import RetryPolicy
 from tracefact.pipeline.verdict import RELEASED, SpanRecord, Verdict, skipped, unevaluated
 from tracefact.pipeline.watchdog import Watchdog
 from tracefact.pipeline.worker import Worker
+from tracefact.review.design import ReviewSampler
 from tracefact.sampling import Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
@@ -70,8 +74,10 @@ class Pipeline(Generic[S]):
         receipt: Receipt[S] | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Clock = SYSTEM,
+        review: ReviewSampler | None = None,
     ) -> None:
         self.options = options
+        self.review = review
         self.clock = clock
         self.reader = reader
         self.admission = Admission(options.queue_size, sampler)
@@ -171,6 +177,8 @@ class Pipeline(Generic[S]):
         finished = self._jobs.finish(job)
         if finished is None:
             return
+        if self.review is not None:
+            verdict = self._selected(job, verdict)
         try:
             if finished.held:
                 self._delivery.deliver(job.record, job.span, verdict)
@@ -181,6 +189,17 @@ class Pipeline(Generic[S]):
         finally:
             if self._jobs.close(job):
                 self.admission.release(job.decision, verdict.cost_usd)
+
+    def _selected(self, job: Job[S], verdict: Verdict) -> Verdict:
+        """The verdict with the span's review selection: decided here, once, per evaluated span."""
+        assert self.review is not None
+        rate = verdict.sample_rate
+        if rate is None or not 0.0 < rate <= 1.0:
+            return verdict
+        record = job.record
+        seen = ChainMap(dict(verdict.attributes), dict(record.attributes))
+        chosen = self.review.select(record.span_id, 1.0 / rate, seen, record.resource)
+        return verdict._replace(attributes={**verdict.attributes, **chosen})
 
     # --- the evaluation loop ---------------------------------------------------------------
     def _new_worker(self) -> Worker[Job[S]]:

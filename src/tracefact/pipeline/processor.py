@@ -44,6 +44,7 @@ from tracefact.pipeline.reading import SpanReader
 from tracefact.pipeline.spans import SdkRecord, applied, plain_attributes
 from tracefact.pipeline.verdict import Verdict, nested, written
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
+from tracefact.review.design import ReviewSampler
 from tracefact.sampling import Always, Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
@@ -67,6 +68,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         meter_provider: for the pipeline's metrics (default the global one).
         reader: how LLM spans of any convention are read (context rules, mapping hook,
             the per-trace document store).
+        review: selects evaluated spans for human review (`tracefact.review.*` attributes).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         meter_provider: MeterProvider | None = None,
         reader: SpanReader | None = None,
         clock: Clock = SYSTEM,
+        review: ReviewSampler | None = None,
         **overrides: Any,
     ) -> None:
         names = [e.name for e in evaluators]
@@ -98,6 +101,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._observers = tuple(observers)
         self._meter_provider = meter_provider
         self._clock = clock
+        self._review = review
         super().__init__(downstream)
         self._reset()
         reset_after_fork(self._reset)
@@ -124,6 +128,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
             observers=self._observers,
             meter_provider=self._meter_provider,
             clock=self._clock,
+            review=self._review,
         )
         self._lock = threading.Lock()  # guards the two below across application threads
         self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
