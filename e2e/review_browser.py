@@ -11,30 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from playwright.sync_api import Route, sync_playwright
-
-from e2e.phoenix_browser import ARGS, CHROMIUM
-
-VIEWPORT = {"width": 1000, "height": 1400}
+from e2e.report_browser import offline_page
 
 
 def main(report: str, out: str) -> None:
-    page_url = Path(report).resolve().as_uri()
-    asked: list[str] = []
-
-    def only_the_page(route: Route) -> None:
-        asked.append(route.request.url)
-        if route.request.url == page_url:
-            route.continue_()
-        else:
-            route.abort()
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
-        page.route("**/*", only_the_page)
-        page.goto(page_url)
-        page.wait_for_load_state("networkidle")
+    with offline_page(report) as page:
         section = page.locator("#review")
         assert section.count() == 1, "no review section"
         text = section.inner_text()
@@ -42,9 +23,6 @@ def main(report: str, out: str) -> None:
             assert part in text, f"no {part!r} in the review section"
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         section.screenshot(path=out)
-        browser.close()
-    others = [url for url in asked if url != page_url]
-    assert not others, f"the report asked the network for {others}"
     print(f"[review] section drawn offline; saved {out}", flush=True)
 
 
