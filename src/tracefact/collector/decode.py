@@ -182,16 +182,20 @@ def count_spans(body: bytes, stop_after: int) -> int:
 def _fields(data: bytes, at: int, end: int, number: int) -> Iterator[tuple[int, int]]:
     """Where the length-delimited fields numbered `number` lie in `data[at:end]`."""
     while at < end:
-        key = data[at]  # one byte for field numbers up to 15, two past them
-        at += 1
-        if key >= 0x80:
-            key, at = _varint(data, at - 1)
+        key = data[at]  # one byte for field numbers up to 15
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _varint(data, at)
         wire_type = key & 7
         if wire_type == 2:
-            size = data[at]
-            at += 1
-            if size >= 0x80:
-                size, at = _varint(data, at - 1)
+            size = data[at]  # a span's length: one byte up to 127, two up to 16 KiB
+            if size < 0x80:
+                at += 1
+            elif data[at + 1] < 0x80:
+                size, at = size & 0x7F | data[at + 1] << 7, at + 2
+            else:
+                size, at = _varint(data, at)
             if key >> 3 == number and at + size <= end:
                 yield at, at + size
             at += size
