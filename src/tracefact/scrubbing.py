@@ -285,9 +285,8 @@ class ScrubbingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Rewrite a tracefact record in place; never drops one."""
-        if _current is None or not (
-            record.name == "tracefact" or record.name.startswith("tracefact.")
-        ):
+        name = record.name or ""  # None in a record `logging.makeLogRecord` made
+        if _current is None or not (name == "tracefact" or name.startswith("tracefact.")):
             return True
         try:
             record.msg, record.args = clean_text(record.getMessage()), None
