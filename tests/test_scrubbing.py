@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from typing import Any
@@ -312,3 +313,19 @@ def test_evaluation_texts_and_logs_are_scrubbed(
     with caplog.at_level(logging.ERROR, logger="tracefact"):
         logging.getLogger("tracefact").error("provider said %s", key, exc_info=ValueError(key))
     assert key not in caplog.text and "[SCRUBBED]" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["tracefact.collector", "tracefact.collector.queue"])
+def test_a_child_loggers_records_are_scrubbed_in_any_handler(spans: Spans, name: str) -> None:
+    """The application's own handler on the root logger reads no secret from tracefact."""
+    key = SECRET_VALUES["github"]
+    output = io.StringIO()
+    handler = logging.StreamHandler(output)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        logging.getLogger(name).error("upstream said %s", key, exc_info=ValueError(key))
+    finally:
+        root.removeHandler(handler)
+    assert "upstream said [SCRUBBED]" in output.getvalue()
+    assert key not in output.getvalue() and "ValueError" in output.getvalue()

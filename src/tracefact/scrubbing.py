@@ -23,6 +23,7 @@ import logging
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 SCRUBBED = "[SCRUBBED]"
 
@@ -275,14 +276,17 @@ def clean_text(text: str) -> str:
 
 
 class ScrubbingFilter(logging.Filter):
-    """Scrubs tracefact's own log records (message and traceback) for every handler.
+    """Scrubs tracefact's log records (message and traceback), whichever of its loggers made them.
 
-    A logged provider error may quote a key.
+    A logged provider error may quote a key. Run as each record is made (`_scrub_records`):
+    a logger's filter sees only the records logged on it, not those of its children
+    (`tracefact.collector`, ...), which reach every handler without it.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Rewrite the record in place; never drops it."""
-        if _current is None:
+        """Rewrite a tracefact record in place; never drops one."""
+        name = record.name or ""  # None in a record `logging.makeLogRecord` made
+        if _current is None or not (name == "tracefact" or name.startswith("tracefact.")):
             return True
         try:
             record.msg, record.args = clean_text(record.getMessage()), None
@@ -293,4 +297,17 @@ class ScrubbingFilter(logging.Filter):
         return True
 
 
-logging.getLogger("tracefact").addFilter(ScrubbingFilter())
+def _scrub_records() -> None:
+    """Every log record made from now on passes `ScrubbingFilter`, before any handler."""
+    make = logging.getLogRecordFactory()
+    scrubbing = ScrubbingFilter()
+
+    def record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        made = make(*args, **kwargs)
+        scrubbing.filter(made)
+        return made
+
+    logging.setLogRecordFactory(record)
+
+
+_scrub_records()

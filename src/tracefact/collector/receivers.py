@@ -15,7 +15,7 @@ refused gets a status saying why, and is counted by reason:
 | queue or forwarding buffer full | 429 + Retry-After | RESOURCE_EXHAUSTED + RetryInfo |
 | queue's store unreachable (Redis down) | 503 + Retry-After | UNAVAILABLE + RetryInfo |
 | draining after SIGTERM | 503 | UNAVAILABLE |
-| an unexpected error (a bug), logged | 500 | UNKNOWN (gRPC's own), uncounted |
+| an unexpected error (a bug), logged | 500 | INTERNAL |
 | `max_connections` connections open already | 503 + Retry-After, closed | - |
 | bodies of `max_bytes_in_flight` being read already | 429 + Retry-After | - |
 
@@ -43,7 +43,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -506,16 +506,19 @@ class GrpcReceiver:
         config = ingest.config
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracefact-grpc"),
-            # gRPC refuses a larger message before the servicer sees it, uncounted: its
-            # limit is twice ours, so what lies between is refused and counted here. No
-            # SO_REUSEPORT: a port another server holds is an error, not a shared port.
+            # gRPC refuses a larger message by the length it declares, before reading it:
+            # the servicer sees the refusal and counts it. No SO_REUSEPORT: a port
+            # another server holds is an error, not a shared port.
             options=[
-                ("grpc.max_receive_message_length", 2 * config.limits.max_body_bytes),
+                ("grpc.max_receive_message_length", config.limits.max_body_bytes),
                 ("grpc.so_reuseport", 0),
             ],
         )
         servicer = _Servicer(ingest, grpc)
-        export = grpc.unary_unary_rpc_method_handler(  # bytes in: a bad message is ours to refuse
+        # Streaming in, though clients call it unary (the wire is the same): the servicer
+        # runs before the message arrives, so it sees, and counts, gRPC refusing it. Bytes
+        # in: a bad message is ours to refuse.
+        export = grpc.stream_unary_rpc_method_handler(
             servicer.Export, response_serializer=ExportTraceServiceResponse.SerializeToString
         )
         service = GRPC_SERVICE
@@ -537,30 +540,20 @@ class GrpcReceiver:
 
 
 class _Servicer:
+    """`Export`: every refusal and failure answered with a status and counted."""
+
     def __init__(self, ingest: Ingest, grpc: Any) -> None:
         self.ingest = ingest
         self.grpc = grpc
 
-    def Export(self, body: bytes, context: Any) -> Any:
+    def Export(self, messages: Iterator[bytes], context: Any) -> Any:
         codes = self.grpc.StatusCode
-        metadata = dict(context.invocation_metadata())
-        if not self.ingest.authorized(metadata.get("authorization")):
-            self.ingest.reject("grpc", semconv.REJECT_UNAUTHENTICATED)
-            context.abort(codes.UNAUTHENTICATED, "missing or wrong bearer token")
-        limit = self.ingest.config.limits.max_body_bytes
-        if len(body) > limit:
-            self.ingest.reject("grpc", semconv.REJECT_TOO_LARGE)
-            context.abort(codes.RESOURCE_EXHAUSTED, f"message over {limit} bytes")
         try:
-            request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
+            self._export(messages, dict(context.invocation_metadata()))
         except BadRequest as exc:
             self.ingest.reject("grpc", exc.reason)
-            too_large = exc.status == 413
-            context.abort(
-                codes.RESOURCE_EXHAUSTED if too_large else codes.INVALID_ARGUMENT, exc.message
-            )
-        try:
-            self.ingest.accept(request, "grpc")
+            by_status = {401: codes.UNAUTHENTICATED, 413: codes.RESOURCE_EXHAUSTED}
+            context.abort(by_status.get(exc.status, codes.INVALID_ARGUMENT), exc.message)
         except Refused as exc:
             self.ingest.reject("grpc", exc.reason)
             full = exc.reason == semconv.REJECT_FULL
@@ -568,7 +561,27 @@ class _Servicer:
                 code = code_pb2.RESOURCE_EXHAUSTED if full else code_pb2.UNAVAILABLE
                 context.set_trailing_metadata(_retry_metadata(exc.message, exc.retry_after, code))
             context.abort(codes.RESOURCE_EXHAUSTED if full else codes.UNAVAILABLE, exc.message)
+        except Exception as exc:  # a bug: answered and counted, as over HTTP
+            logger.exception("request failed", extra={"event": "request_failed"})
+            self.ingest.reject("grpc", semconv.REJECT_INTERNAL)
+            context.abort(codes.INTERNAL, f"internal error: {type(exc).__name__}")
         return ExportTraceServiceResponse()
+
+    def _export(self, messages: Iterator[bytes], metadata: dict[str, Any]) -> None:
+        if not self.ingest.authorized(metadata.get("authorization")):
+            raise BadRequest(401, semconv.REJECT_UNAUTHENTICATED, "missing or wrong bearer token")
+        limit = self.ingest.config.limits.max_body_bytes
+        try:
+            body = next(messages)
+        except (StopIteration, self.grpc.RpcError):
+            # gRPC refused a message over its limit (the client has RESOURCE_EXHAUSTED) and
+            # shows the servicer only that none came; a client that cancelled while
+            # sending, or sent none, looks the same, and is counted with it.
+            message = f"no message of {limit} bytes or less"
+            raise BadRequest(413, semconv.REJECT_TOO_LARGE, message) from None
+        request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
+        del body
+        self.ingest.accept(request, "grpc")
 
 
 def _retry_metadata(message: str, seconds: float, code: int) -> tuple[tuple[str, bytes], ...]:

@@ -17,11 +17,12 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 import redis
 
-from tests.collector.harness import TRACEFACT, wait_until
+from tests.collector.harness import TRACEFACT, base_config, running_collector, wait_until
 from tests.collector.queues import processes
 from tests.collector.queues.processes import CollectorProcess, arrivals, trace_requests
 from tests.collector.queues.redis_server import RedisServer
@@ -242,8 +243,8 @@ def empty_spans(body_bytes: int) -> tuple[bytes, int]:
     return _length_prefixed(1, scope), count
 
 
-def peak_rss_mib(process: CollectorProcess) -> float:
-    status = Path(f"/proc/{process.process.pid}/status").read_text()
+def peak_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
@@ -260,7 +261,7 @@ def test_peak_memory_under_concurrent_maximum_size_requests_is_bounded(
     body, count = empty_spans(max_body)
     assert len(body) <= max_body and count > 4_000_000
     post_all(collector, range(1, 3))  # warmed up: the baseline includes serving
-    baseline = peak_rss_mib(collector)
+    baseline = peak_rss_mib(collector.process.pid)
 
     def post(_: int) -> int:
         return httpx.post(
@@ -270,8 +271,43 @@ def test_peak_memory_under_concurrent_maximum_size_requests_is_bounded(
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(post, range(4)))
     assert set(statuses) <= {413, 429} and 413 in statuses, statuses
-    growth = peak_rss_mib(collector) - baseline
-    # Counted before decoding: about 90 MiB a request here (body, its copies, 16 bytes a
-    # span counted); decoded first, it was 700 MiB a request, and the buffer held them.
-    assert growth < 12 * in_flight / 2**20, growth
+    growth = peak_rss_mib(collector.process.pid) - baseline
+    # Counted on the wire, building nothing: what is read at once (the bodies within
+    # `max_bytes_in_flight`) and a copy of each at most. Counted on a skeleton message
+    # first, it grew 136 MiB here; decoded first, 700 MiB a request.
+    assert growth < 2 * in_flight / 2**20, growth
     assert rejected(collector, semconv.REJECT_TOO_LARGE) == statuses.count(413)
+
+
+def test_a_grpc_message_far_over_the_limit_is_refused_unread_and_counted(tmp_path: Path) -> None:
+    """256 MiB to a collector whose limit is 8: refused by its declared length, not read."""
+    max_body = 8 * 1024 * 1024
+    settings = base_config("http://127.0.0.1:9/v1/traces", enabled=False)
+    settings["limits"] = {"max_body_bytes": max_body}
+    with running_collector(tmp_path / "collector.yaml", settings) as collector:
+        baseline = peak_rss_mib(collector.process.pid)
+        options = [("grpc.max_send_message_length", -1)]
+        with grpc.insecure_channel(collector.grpc, options=options) as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=lambda b: b,
+                response_deserializer=lambda b: b,
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                export(b"\x00" * (32 * max_body), timeout=60)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        growth = peak_rss_mib(collector.process.pid) - baseline
+        assert growth < 4 * max_body / 2**20, growth
+        name = semconv.METRIC_COLLECTOR_REJECTED.replace(".", "_")
+
+        def counted() -> bool:
+            text = httpx.get(f"{collector.http}/metrics").text
+            return any(
+                line.startswith(f"{name}_total{{")
+                and 'protocol="grpc"' in line
+                and 'reason="too_large"' in line
+                and line.endswith(" 1.0")
+                for line in text.splitlines()
+            )
+
+        assert wait_until(counted)
