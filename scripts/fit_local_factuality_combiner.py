@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from tracefact.evaluators.base import EvalCase  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
 from tracefact.evaluators.local.alignment import FEATURES  # noqa: E402
-from tracefact.evaluators.local.config import CASE_FEATURES, case_row  # noqa: E402
+from tracefact.evaluators.local.config import CASE_FEATURES, case_shape  # noqa: E402
 
 
 def logistic(
@@ -190,7 +190,7 @@ def sentence_combiner(answers: Answers, l2: float) -> tuple[np.ndarray, float]:
 
 
 def case_design(answers: Answers, weights: np.ndarray, bias: float) -> np.ndarray:
-    """`case_row` per answer: its worst sentence's combined logit and its shape."""
+    """`CASE_FEATURES` per answer: its worst sentence's combined logit and its shape."""
     design = []
     for rows, judged, question in zip(answers.rows, answers.judged, answers.questions, strict=True):
         raws = [
@@ -198,7 +198,7 @@ def case_design(answers: Answers, weights: np.ndarray, bias: float) -> np.ndarra
             for row, keep in zip(rows, judged, strict=True)
             if keep
         ]
-        design.append(case_row(max(raws, default=-10.0), len(raws), question))
+        design.append((max(raws, default=-10.0), *case_shape(len(raws), question)))
     return np.array(design)
 
 

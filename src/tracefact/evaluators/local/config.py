@@ -8,14 +8,16 @@ from typing import Any
 
 from tracefact.evaluators.local.alignment import FEATURES
 
-CASE_FEATURES = ("worst_sentence", "log_sentences", "question", "log_question_words")
-"""Names of the per-answer calibration inputs, in the order of `case_row`."""
+SHAPE_FEATURES = ("log_sentences", "question", "log_question_words")
+"""Names of an answer's shape terms, in the order of `case_shape`."""
+CASE_FEATURES = ("worst_sentence", *SHAPE_FEATURES)
+"""Names of the per-answer calibration inputs: the worst sentence's logit, then the shape."""
 
 
-def case_row(worst: float, sentences: int, question: str) -> tuple[float, ...]:
-    """The calibration's inputs for one answer (`CASE_FEATURES`)."""
+def case_shape(sentences: int, question: str) -> tuple[float, float, float]:
+    """An answer's shape (`SHAPE_FEATURES`): one value per case, whichever sentence is worst."""
     words = len(question.split())
-    return (worst, math.log(max(1, sentences)), float(words > 0), math.log1p(words))
+    return (math.log(max(1, sentences)), float(words > 0), math.log1p(words))
 
 
 @dataclass(frozen=True)

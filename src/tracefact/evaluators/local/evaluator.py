@@ -38,7 +38,7 @@ from tracefact.evaluators.base import (
 )
 from tracefact.evaluators.local.alignment import FEATURES, Evidence, SentenceSupport, support
 from tracefact.evaluators.local.batching import Batcher
-from tracefact.evaluators.local.config import ModelConfig, case_row
+from tracefact.evaluators.local.config import ModelConfig, case_shape
 from tracefact.evaluators.local.inputs import model_inputs
 from tracefact.evaluators.local.runtime import Runtime, load_runtime, model_dir
 
@@ -60,7 +60,7 @@ class SentenceEvidence:
     sequences: int
     """Model inputs read for the case."""
     question: str
-    """The case's input, which the calibration weighs (`config.case_row`)."""
+    """The case's input, whose shape the calibration weighs (`config.case_shape`)."""
 
     @property
     def sentences(self) -> list[str]:
@@ -220,15 +220,14 @@ class LocalFactuality:
                 annotator_kind="CODE",
                 raw={"sentences": len(evidence.supports), "threshold": threshold},
             )
-        *weights, intercept = config.calibration
+        worst_weight, *shape_weights, intercept = config.calibration
+        shape = case_shape(len(judged), evidence.question)
+        offset = intercept + sum(w * x for w, x in zip(shape_weights, shape, strict=True))
         scores = [0.0] * len(evidence.supports)
         for index in judged:
             row = evidence.rows[index]
             raw = config.bias + sum(w * x for w, x in zip(config.weights, row, strict=True))
-            case = case_row(raw, len(judged), evidence.question)
-            scores[index] = _sigmoid(
-                intercept + sum(w * x for w, x in zip(weights, case, strict=True))
-            )
+            scores[index] = _sigmoid(worst_weight * raw + offset)
         worst = max(judged, key=lambda i: scores[i])
         score = scores[worst]
         flagged = [i for i in judged if scores[i] >= threshold]
