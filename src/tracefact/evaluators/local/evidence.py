@@ -131,8 +131,9 @@ def as_json(text: str) -> tuple[str, Any] | None:
 _LABEL_CHARS = 80
 """Longest label a tool result may carry before its JSON."""
 _CELLS = re.compile(r"\s*\|\s*")
-_FIELD_LINE = re.compile(r"^[\w .\-/]{1,40}:\s*\S")
 _KEY = re.compile(r"[\w .\-/]{1,40}")
+"""A field's name in plain-text tool output."""
+_FIELD_LINE = re.compile(rf"^{_KEY.pattern}:\s*\S")
 _LEAST_FIELDS = 3
 """Fields a line needs to read as a record rather than prose with colons in it."""
 
