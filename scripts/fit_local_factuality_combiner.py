@@ -158,8 +158,7 @@ def halueval_sample(data: Path, per_task: int, seed: int) -> list[dict[str, Any]
     rng = random.Random(seed)
     sample = []
     for task in ("qa", "summarization", "dialogue"):
-        with gzip.open(data / f"halueval_{task}_train.jsonl.gz", "rt", encoding="utf-8") as f:
-            records = [json.loads(line) for line in f if line.strip()]
+        records = read_jsonl(data / f"halueval_{task}_train.jsonl.gz")
         records.reverse()  # the training script draws from the head of its own shuffle
         rng.shuffle(records)
         usable = [
@@ -203,8 +202,9 @@ def case_design(answers: Answers, weights: np.ndarray, bias: float) -> np.ndarra
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def main() -> None:
