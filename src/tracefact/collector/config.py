@@ -93,6 +93,12 @@ class Limits(_Model):
     max_spans_per_request: int = Field(default=100_000, ge=1)
     """Spans one request may carry once decoded; more is refused (413 / RESOURCE_EXHAUSTED)
     and counted: 8 MiB of empty spans is four million of them."""
+    max_items_per_request: int = Field(default=500_000, ge=1)
+    """Attributes (of spans, events, links, resources and scopes), events, links and the
+    values nested in array and kvlist values one request may carry; more is refused (413 /
+    RESOURCE_EXHAUSTED) and counted before the request is decoded. Decoded, an item costs
+    50 to 90 bytes however small it is on the wire (two bytes): this bounds what a request
+    costs at about 45 MiB beyond its spans."""
     max_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Request bodies the HTTP receiver reads and decodes at once, in bytes (by their
     Content-Length, `max_body_bytes` for a chunked one); a request past it is answered

@@ -9,6 +9,7 @@ refused gets a status saying why, and is counted by reason:
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
 | body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED |
 | more than `max_spans_per_request` spans | 413 | RESOURCE_EXHAUSTED |
+| more than `max_items_per_request` attributes, events, links, values | 413 | RESOURCE_EXHAUSTED |
 | not protobuf or JSON, unknown encoding | 415 | - |
 | not a valid OTLP message (also JSON nested too deep), bad chunked body | 400 | INVALID_ARGUMENT |
 | neither Content-Length nor chunked | 411 | - |
@@ -406,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
             media = media_type(self.headers.get("Content-Type"))
             data = decompress(body, self.headers.get("Content-Encoding"), limit)
             del body
-            request = decode(data, media, ingest.config.limits.max_spans_per_request)
+            request = decode(data, media, ingest.config.limits)
             del data
             ingest.accept(request, "http")
         finally:
@@ -579,7 +580,7 @@ class _Servicer:
             # sending, or sent none, looks the same, and is counted with it.
             message = f"no message of {limit} bytes or less"
             raise BadRequest(413, semconv.REJECT_TOO_LARGE, message) from None
-        request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
+        request = decode(body, PROTOBUF, self.ingest.config.limits)
         del body
         self.ingest.accept(request, "grpc")
 
