@@ -1,8 +1,9 @@
 """No secret leaves through what the collector writes: metric labels, logs, added attributes.
 
 One `tracefact collector` whose upstream URLs carry a password and a token and key in
-their query strings (one upstream down, so its retries are logged), whose live rate is grouped by model and by a token attribute, and a
-trace whose retriever span quotes keys that the collector copies into `tracefact.contexts`.
+their query strings (one upstream down, so its retries are logged), whose live rate is
+grouped by model and by a token attribute, and a trace whose retriever span quotes keys
+that the collector copies into `tracefact.contexts`.
 """
 
 from __future__ import annotations
