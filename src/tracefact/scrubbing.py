@@ -7,9 +7,9 @@ Two checks, after Logfire's scrubber, adapted to LLM content:
   ``token`` is secret, and its whole value is replaced;
 - values (any text tracefact records): secret-shaped substrings (provider keys such as
   ``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, the password of a DSN, bearer tokens,
-  ``password=...`` assignments, a URL's query parameters with a secret name, PEM private keys, card and social security numbers) are
-  replaced, and the rest of the text is kept, since a prompt that mentions a password
-  is still worth evaluating.
+  ``password=...`` assignments, a URL's query parameters with a secret name, PEM
+  private keys, card and social security numbers) are replaced, and the rest of the
+  text is kept, since a prompt that mentions a password is still worth evaluating.
 
 Only spans tracefact creates are scrubbed; spans of other instrumentations pass as
 they are. The module is a leaf: instrumentation and the pipeline both use it.

@@ -186,6 +186,26 @@ def test_a_queue_file_that_is_not_a_queue_is_one_line_and_exit_2(tmp_path: Path)
     ]
 
 
+def test_a_queue_file_overwritten_while_running_is_reported_and_the_collector_exits_1(
+    tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess]
+) -> None:
+    """SQLite's page cache and WAL would serve every read: the file itself is looked at."""
+    collector = start_collector(tmp_path, upstream, started, **processes.sqlite_keys(tmp_path))
+    answers = post_all(collector, range(1, 11))
+    assert set(answers.values()) == {200}
+    queue = tmp_path / "queue.db"
+    queue.write_bytes(os.urandom(queue.stat().st_size))
+
+    def failed() -> bool:
+        post_all(collector, range(11, 12))  # puts look too, not only the engine's gets
+        response = ready(collector)
+        return response.status_code == 503 and "damaged" in response.json()["reason"]
+
+    assert wait_until(failed, 30)
+    assert collector.process.wait(60) == 1
+    assert any("damaged" in line for line in collector.lines)
+
+
 # --- Redis -------------------------------------------------------------------------------
 
 Refusal = tuple[Callable[[redis.Redis], object], Callable[[redis.Redis], object]]
