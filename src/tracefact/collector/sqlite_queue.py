@@ -39,12 +39,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracefact.collector._leases import Leases
 from tracefact.collector.queue import (
+    Encoded,
     Entry,
     Outage,
     QueueBroken,
     QueueFull,
     QueueUnavailable,
-    decode_stored,
     require_positive,
 )
 
@@ -132,8 +132,8 @@ class SqliteQueue:
         self._depth = 0
         self._closed = False
 
-    def put(self, request: ExportTraceServiceRequest) -> None:
-        payload = request.SerializeToString()
+    def put(self, request: ExportTraceServiceRequest | Encoded) -> None:
+        payload = Encoded.of(request).body
         with self._stored:
             if self._outage.wait_seconds() > 0:  # failed lately: refused at once, not queued
                 raise QueueUnavailable(str(self._outage.reason), self._retry_after)
@@ -299,7 +299,7 @@ class SqliteQueue:
                 (now + self._lease, now, max_entries),
             ).fetchall()
         return [
-            Entry(str(entry_id), decode_stored(payload, str(entry_id)), deliveries, stored_at)
+            Entry.stored(str(entry_id), payload, deliveries, stored_at)
             for entry_id, deliveries, stored_at, payload in sorted(rows)
         ]
 
