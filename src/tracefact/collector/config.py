@@ -149,6 +149,9 @@ class Forwarding(_Model):
     """Encoded bytes held for forwarding; past it the receivers answer 429."""
     batch_spans: int = Field(default=2048, ge=1)
     """Most spans in one upstream request."""
+    delay_seconds: float = Field(default=0.05, ge=0)
+    """The longest spans wait for others to fill an upstream request (0: sent at once):
+    fewer, fuller requests, each costing the collector a fixed ~0.5 ms of CPU."""
     retry_base_seconds: float = Field(default=0.5, ge=0)
     retry_max_seconds: float = Field(default=30.0, ge=0)
     """Backoff of a failing upstream (full jitter; Retry-After honoured up to this)."""

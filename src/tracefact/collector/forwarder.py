@@ -253,7 +253,7 @@ class Forwarder:
         batching = BatchOptions(
             max_queue=None,  # bounded here, across upstreams, in spans and bytes
             max_batch=options.batch_spans,
-            delay_seconds=0,
+            delay_seconds=options.delay_seconds,
             retries=Retries(None, Backoff(options.retry_base_seconds, options.retry_max_seconds)),
         )
         self.upstreams = [UpstreamSender(u, options, metrics, self._finished) for u in upstreams]
