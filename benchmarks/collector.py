@@ -21,10 +21,15 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
    the window, the pipeline, the verdict written back onto the span and its forwarding.
    Repeated `--repeats` times (min and median), since a shared machine is noisy.
 
+5. The issue's collector rows, in this process (`rows`): pass-through CPU per span with
+   evaluation off against decode + re-encode alone and a plain asyncio forwarder of the
+   same bytes, and the engine's and the evaluation loop's thread CPU per LLM span to an
+   instant evaluator; printed as markdown rows `| path | measured | goal |`.
+
 Numbers are printed, nothing is asserted about speed.
 
     python benchmarks/collector.py [--seconds 10] [--senders 2] [--held 4000]
-                                   [--only forwarding|cpu] [--repeats 5] [--batches 40]
+                                   [--only forwarding|cpu|rows] [--repeats 5] [--batches 40]
 """
 
 from __future__ import annotations
