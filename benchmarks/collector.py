@@ -21,15 +21,21 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
    the window, the pipeline, the verdict written back onto the span and its forwarding.
    Repeated `--repeats` times (min and median), since a shared machine is noisy.
 
+5. The issue's collector rows, in this process (`rows`): pass-through CPU per span with
+   evaluation off against decode + re-encode alone and a plain asyncio forwarder of the
+   same bytes, and the engine's and the evaluation loop's thread CPU per LLM span to an
+   instant evaluator; printed as markdown rows `| path | measured | goal |`.
+
 Numbers are printed, nothing is asserted about speed.
 
     python benchmarks/collector.py [--seconds 10] [--senders 2] [--held 4000]
-                                   [--only forwarding|cpu] [--repeats 5] [--batches 40]
+                                   [--only forwarding|cpu|rows] [--repeats 5] [--batches 40]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import http.client
 import json
@@ -720,6 +726,198 @@ def evaluation_cpu(args: argparse.Namespace, workdir: Path) -> None:
     )
 
 
+# --- 5. the issue-30 rows: in this process, thread CPU time -----------------------------
+
+
+ROW_GOALS = {
+    "passthrough": "at most 1.0 µs",
+    "engine": "at most 30 µs",
+    "evaluation": "at most 100 µs",
+}
+
+
+class AsyncioForwarder:
+    """The baseline: a plain asyncio OTLP/HTTP forwarder of the same bytes, on its own loop.
+
+    It reads each POST's body by its Content-Length, posts the bytes unchanged to the
+    upstream on one keep-alive connection, and answers 200 once the upstream did.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        import asyncio
+
+        self._asyncio = asyncio
+        self._upstream = urlsplit(upstream)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.port = 0
+        threading.Thread(target=self._run, name="asyncio-forwarder", daemon=True).start()
+        self._ready.wait(30)
+
+    def _run(self) -> None:
+        asyncio = self._asyncio
+        asyncio.set_event_loop(self._loop)
+
+        async def start() -> None:
+            server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            self._ready.set()
+
+        self._loop.run_until_complete(start())
+        self._loop.run_forever()
+
+    @staticmethod
+    async def _read_message(reader: Any) -> tuple[bytes, bytes]:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return head, await reader.readexactly(length)
+
+    async def _serve(self, reader: Any, writer: Any) -> None:
+        host, port = self._upstream.hostname, self._upstream.port
+        up_reader, up_writer = await self._asyncio.open_connection(host, port)
+        request = (
+            f"POST /v1/traces HTTP/1.1\r\nHost: {host}\r\nContent-Type: {PROTOBUF}\r\n"
+        ).encode()
+        ok = ExportTraceServiceResponse().SerializeToString()
+        reply = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: {PROTOBUF}\r\nContent-Length: {len(ok)}\r\n\r\n"
+        ).encode() + ok
+        try:
+            while True:
+                _, body = await self._read_message(reader)
+                up_writer.write(request + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                await self._read_message(up_reader)
+                writer.write(reply)
+        except (self._asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            up_writer.close()
+
+
+def _thread_cpu(prefix: str) -> float:
+    """CPU seconds of this process's live threads whose name starts with `prefix`."""
+    total = 0.0
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix) and thread.ident is not None:
+            with contextlib.suppress(OSError):  # ended meanwhile
+                total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return total
+
+
+def _in_process_collector(upstream: str, evaluating: bool, llm_spans: int) -> Any:
+    from tracefact.collector.config import parse
+    from tracefact.collector.service import Collector
+
+    evaluation: dict[str, Any] = {"enabled": False}
+    if evaluating:
+        evaluation = {
+            "enabled": True,
+            "evaluators": [{"import": "benchmarks.collector:instant"}],
+            "window_seconds": 0,
+            "queue_size": llm_spans * 2,
+            "max_hold_seconds": 600,
+        }
+    config = parse(
+        {
+            "receivers": {"http": {"host": "127.0.0.1", "port": 0}, "grpc": None},
+            "upstreams": [{"endpoint": f"{upstream}/v1/traces"}],
+            "evaluation": evaluation,
+            "logging": {"level": "warning"},
+        }
+    )
+    collector = Collector(config)
+    port = collector.start()["http"]
+    return collector, f"http://127.0.0.1:{port}"
+
+
+def _posted_cpu(ingest: str, upstream: str, bodies: list[bytes]) -> float:
+    """This process's CPU seconds, less this thread's, over posting `bodies` until all arrived."""
+    _post(f"{upstream}/reset")
+    started_process, started_thread = time.process_time(), time.thread_time()
+    post_all(ingest, bodies)
+    settle(upstream, len(bodies) * BATCH_SPANS, timeout=300)
+    return (time.process_time() - started_process) - (time.thread_time() - started_thread)
+
+
+def rows(args: argparse.Namespace, workdir: Path) -> None:
+    """The issue's collector rows, as markdown table rows `| path | measured | goal |`.
+
+    One process: the collectors (evaluation off; evaluation on with an evaluator that
+    answers at once) and the asyncio forwarder run here, the upstream in its own process,
+    and the posting thread's own CPU time is taken out. Rounds interleave the paths; each
+    path's figure is the min and median over rounds, in µs of CPU per span (pass-through)
+    or per LLM span (the engine's and the evaluation loop's threads).
+    """
+    plain = batches("plain", args.batches, seed=5)
+    llm_templates = batches("llm", args.batches, seed=11)
+    llm_spans = args.batches * BATCH_SPANS // 4
+    upstream_process = subprocess.Popen(
+        [sys.executable, __file__, "--upstream"], stdout=subprocess.PIPE, text=True
+    )
+    assert upstream_process.stdout is not None
+    upstream = f"http://127.0.0.1:{upstream_process.stdout.readline().strip()}"
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.collector:instant
+    collectors: list[Any] = []
+    plain_spans = len(plain) * BATCH_SPANS
+    figures: dict[str, list[float]] = {k: [] for k in ("codec", "asyncio", "off", "engine", "eval")}
+    try:
+        off, off_ingest = _in_process_collector(upstream, False, llm_spans)
+        collectors.append(off)
+        on, on_ingest = _in_process_collector(upstream, True, llm_spans)
+        collectors.append(on)
+        forwarder = AsyncioForwarder(upstream)
+        for round_ in range(args.repeats + 1):  # the first round warms up, uncounted
+            started = time.thread_time()
+            for body in plain:
+                ExportTraceServiceRequest.FromString(body).SerializeToString()
+            codec = (time.thread_time() - started) / plain_spans * 1e6
+            forwarded = _posted_cpu(f"http://127.0.0.1:{forwarder.port}", upstream, plain)
+            passed = _posted_cpu(off_ingest, upstream, plain)
+            bodies = [restamp(body, round_ + 1) for body in llm_templates]
+            engine, evaluation = (
+                _thread_cpu("tracefact-engine"),
+                _thread_cpu("tracefact-evaluation"),
+            )
+            _posted_cpu(on_ingest, upstream, bodies)
+            engine = _thread_cpu("tracefact-engine") - engine
+            evaluation = _thread_cpu("tracefact-evaluation") - evaluation
+            if round_ == 0:
+                continue
+            figures["codec"].append(codec)
+            figures["asyncio"].append(forwarded / plain_spans * 1e6)
+            figures["off"].append(passed / plain_spans * 1e6)
+            figures["engine"].append(engine / llm_spans * 1e6)
+            figures["eval"].append(evaluation / llm_spans * 1e6)
+    finally:
+        for collector in collectors:
+            collector.shutdown()
+        upstream_process.kill()
+        upstream_process.wait()
+
+    def span(name: str) -> str:
+        values = figures[name]
+        return f"{min(values):.2f}-{statistics.median(values):.2f}"
+
+    print(
+        f"5. the issue's collector rows: {args.repeats} interleaved rounds of {args.batches} "
+        f"batches (min-median, µs of CPU per span in this process, the poster's taken out)"
+    )
+    print("| path | measured | goal |")
+    print("|---|---|---|")
+    print(
+        f"| collector pass-through, evaluation off | {span('off')} µs CPU per span "
+        f"(decode + re-encode alone {span('codec')} µs; a plain asyncio forwarder of the same "
+        f"bytes {span('asyncio')} µs) | {ROW_GOALS['passthrough']} |"
+    )
+    print(
+        f"| collector, LLM spans to an instant evaluator | {span('engine')} µs engine CPU per "
+        f"LLM span, {span('eval')} µs on the evaluation thread | {ROW_GOALS['engine']} and "
+        f"{ROW_GOALS['evaluation'].removeprefix('at most ')} |"
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--upstream"]:
         serve_upstream()
@@ -736,20 +934,25 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40, help="batches per CPU run")
     parser.add_argument("--repeats", type=int, default=5, help="CPU runs")
     parser.add_argument(
-        "--only", choices=["forwarding", "cpu"], help="run only pass-through (1) or CPU (4)"
+        "--only",
+        choices=["forwarding", "cpu", "rows"],
+        help="run only pass-through (1), CPU (4) or the issue's rows (5)",
     )
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
     with tempfile.TemporaryDirectory(prefix="tracefact-bench-") as directory:
         workdir = Path(directory)
         if args.only is not None:
-            {"forwarding": forwarding, "cpu": evaluation_cpu}[args.only](args, workdir)
+            {"forwarding": forwarding, "cpu": evaluation_cpu, "rows": rows}[args.only](
+                args, workdir
+            )
             return
         baseline(args)
         forwarding(args, workdir)
         evaluation(args, workdir)
         memory(args, workdir)
         evaluation_cpu(args, workdir)
+        rows(args, workdir)
 
 
 if __name__ == "__main__":

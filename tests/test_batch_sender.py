@@ -71,6 +71,18 @@ def test_a_batch_waits_for_its_delay_or_for_a_full_batch() -> None:
     assert transport.delivered_items == ["a", "b", "c", "d"] and transport.lost_items == []
 
 
+def test_an_idle_sender_wakes_for_the_delay_of_a_new_batch_on_the_system_clock() -> None:
+    """Idle after a batch, the thread waits with no deadline: a new item must give it one."""
+    transport = Recorder()
+    s = BatchSender(transport, BatchOptions(max_batch=100, delay_seconds=0.01), name="real")
+    s.submit("a")
+    assert eventually(lambda: transport.calls == [("a",)])
+    assert eventually(lambda: transport.delivered_items == ["a"])
+    s.submit("b")  # the thread is idle now, waiting without a deadline
+    assert eventually(lambda: transport.calls == [("a",), ("b",)])
+    s.shutdown(5)
+
+
 def test_refusals_are_named_and_a_flush_answers_for_them() -> None:
     clock, transport = ManualClock(), Recorder()
     s = sender(transport, clock, max_queue=2, max_batch=10, delay_seconds=60)

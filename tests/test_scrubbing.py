@@ -141,6 +141,21 @@ def test_only_the_secret_part_of_a_value_is_replaced(spans: Spans) -> None:
     )
 
 
+def test_a_urls_secret_query_parameters_are_replaced_and_the_others_stay(spans: Spans) -> None:
+    @tracefact.chain(name="echo")
+    def echo(text: str) -> str:
+        return text
+
+    echo(
+        "GET https://api.example.com/v1/x?page=2&token=t0k3nValue9&sig=AbC123xyz&key=k3yValue"
+        "&session=s3ssion&q=sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2#top (see ?sort=asc&x=1)"
+    )
+    assert spans.one("echo").attributes[semconv.OUTPUT_VALUE] == (
+        "GET https://api.example.com/v1/x?page=2&token=[SCRUBBED]&sig=[SCRUBBED]&key=[SCRUBBED]"
+        "&session=[SCRUBBED]&q=[SCRUBBED]#top (see ?sort=asc&x=1)"
+    )
+
+
 def test_prose_about_passwords_stays(spans: Spans) -> None:
     @tracefact.llm(name="answer")
     def answer(question: str) -> str:

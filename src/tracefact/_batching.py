@@ -162,7 +162,8 @@ class BatchSender(Generic[T, R]):
             if refusal is not None:
                 self._lost += 1  # a flush answers for refused items too
                 return refusal
-            if not self._queue:
+            first = not self._queue
+            if first:
                 self._batch_due = self.clock.now() + self.options.delay_seconds
             self._queue.append(item)
             self._queued_weight += weight
@@ -172,7 +173,8 @@ class BatchSender(Generic[T, R]):
                     target=run_suppressed(self._run), name=self.name, daemon=True
                 )
                 self._thread.start()
-            if self._queued_weight >= self.options.max_batch or self.options.delay_seconds == 0:
+            # The first item sets a deadline the thread, idle without one, must learn of.
+            if first or self._queued_weight >= self.options.max_batch:
                 self._changed.notify_all()
         return None
 

@@ -7,9 +7,9 @@ Two checks, after Logfire's scrubber, adapted to LLM content:
   ``token`` is secret, and its whole value is replaced;
 - values (any text tracefact records): secret-shaped substrings (provider keys such as
   ``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, the password of a DSN, bearer tokens,
-  ``password=...`` assignments, PEM private keys, card and social security numbers) are
-  replaced, and the rest of the text is kept, since a prompt that mentions a password
-  is still worth evaluating.
+  ``password=...`` assignments, a URL's query parameters with a secret name, PEM
+  private keys, card and social security numbers) are replaced, and the rest of the
+  text is kept, since a prompt that mentions a password is still worth evaluating.
 
 Only spans tracefact creates are scrubbed; spans of other instrumentations pass as
 they are. The module is a leaf: instrumentation and the pipeline both use it.
@@ -73,6 +73,10 @@ _SECRET_PAIRS = frozenset(
 # Words that do so only as the last word (``githubToken``; not ``max_tokens``, ``token_count``).
 _SECRET_LAST_WORDS = frozenset({"token"})
 
+# Query parameters secret by name in a URL only (`?key=` of Google's APIs, `?sig=` of
+# Azure's shared access signatures), beside the names secret everywhere.
+_SECRET_QUERY_NAMES = frozenset({"key", "sig"})
+
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 # Secret-shaped values; group 1, when present, is the part to replace.
@@ -87,6 +91,8 @@ _VALUE_PATTERNS = (
     r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",  # JWT
     r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|$)",
     r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:([^\s@/]+)@",  # DSN password
+    # A URL's query parameter: its value is replaced when its name is secret (`?token=`).
+    r"[?&](?P<query_name>[A-Za-z][A-Za-z0-9_.\-]*)=(?P<query_value>[^&#?\s\"']+)",
     r"(?i:\b(?:bearer|basic|token)\s+)([A-Za-z0-9._~+/=\-]{12,})",  # Authorization values
     # ``password=hunter2``, ``"api_key": "..."``, ``secret: ...``
     r"(?i:(?:password|passwd|passphrase|pwd|secret|api[_\-]?key|access[_\-]?token|"
@@ -181,6 +187,13 @@ class Scrubber:
         def replace(match: re.Match[str]) -> str:
             nonlocal changed
             whole = match.group(0)
+            if match.group("query_name"):
+                start = match.start("query_value") - match.start()
+                name = match.group("query_name")
+                if name.lower() not in _SECRET_QUERY_NAMES and not self.is_secret_name(name):
+                    return whole[:start] + self._values.sub(replace, whole[start:])
+                changed = True
+                return whole[:start] + SCRUBBED
             if _CARD.fullmatch(whole) and not _luhn(whole):
                 return whole
             changed = True

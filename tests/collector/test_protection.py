@@ -15,11 +15,13 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.collector.harness import (
@@ -37,6 +39,7 @@ TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MAX_BODY = 16 * 1024
 MAX_SPANS = 500
+MAX_ITEMS = 1000
 PROTOBUF = {"Content-Type": "application/x-protobuf", **AUTH}
 
 
@@ -52,6 +55,7 @@ def served(
             "max_attributes_per_span": 8,
             "max_attribute_value_bytes": 64,
             "max_spans_per_request": MAX_SPANS,
+            "max_items_per_request": MAX_ITEMS,
         }
         path = tmp_path_factory.mktemp("protection") / "tracefact.yaml"
         with running_collector(path, config) as collector:
@@ -455,7 +459,110 @@ def test_spans_are_counted_across_resources_and_scopes_among_other_fields(
     assert rejected(collector, "http", semconv.REJECT_TOO_LARGE) == before + refused
 
 
-def test_grpc_over_the_body_or_span_limit_is_counted_as_rejected(
+def _attributes(span: Span, count: int) -> None:
+    for _ in range(count):
+        span.attributes.add()
+
+
+def _event_attributes(span: Span, count: int) -> None:
+    event = span.events.add()  # an item too
+    for _ in range(count - 1):
+        event.attributes.add()
+
+
+def _link_attributes(span: Span, count: int) -> None:
+    link = span.links.add()
+    for _ in range(count - 1):
+        link.attributes.add()
+
+
+def _array_values(span: Span, count: int) -> None:
+    array = span.attributes.add(key="a").value.array_value  # the attribute is one
+    for _ in range(count - 1):
+        array.values.add()
+
+
+def _values_in_a_kvlist(span: Span, count: int) -> None:
+    kvlist = span.attributes.add(key="k").value.kvlist_value
+    inner = kvlist.values.add(key="inner").value.array_value  # two so far
+    deeper = inner.values.add().array_value  # three
+    for _ in range(count - 3):
+        deeper.values.add()
+
+
+ITEMS = {
+    "span-attributes": _attributes,
+    "events": lambda span, count: [span.events.add() for _ in range(count)],
+    "links": lambda span, count: [span.links.add() for _ in range(count)],
+    "event-attributes": _event_attributes,
+    "link-attributes": _link_attributes,
+    "array-values": _array_values,
+    "kvlist-values": _values_in_a_kvlist,
+    "resource-attributes": None,
+    "scope-attributes": None,
+}
+
+
+def with_items(where: str, count: int) -> ExportTraceServiceRequest:
+    """One span, and `count` items (attributes, events, links, values) in one place."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    scope_spans = resource_spans.scope_spans.add()
+    span = scope_spans.spans.add(name="items")  # no ids: OTLP/JSON writes them in hex
+    owner = {"resource-attributes": resource_spans.resource, "scope-attributes": scope_spans.scope}
+    if where in owner:
+        for _ in range(count):
+            owner[where].attributes.add()
+    else:
+        add = ITEMS[where]
+        assert add is not None
+        add(span, count)
+    return request
+
+
+@pytest.mark.parametrize("media", ["protobuf", "json"])
+@pytest.mark.parametrize("where", list(ITEMS))
+@pytest.mark.parametrize(("count", "status"), [(MAX_ITEMS, 200), (MAX_ITEMS + 1, 413)])
+def test_items_past_the_limit_are_a_counted_413_wherever_they_are(
+    served: tuple[CollectorProcess, OTLPReceiver], where: str, media: str, count: int, status: int
+) -> None:
+    """Two bytes each on the wire, 50 to 90 decoded: counted before the request is built."""
+    collector, _ = served
+    before = rejected(collector, "http", semconv.REJECT_TOO_LARGE)
+    request = with_items(where, count)
+    if media == "json":
+        body = json.dumps(json_format.MessageToDict(request), separators=(",", ":")).encode()
+        headers = {"Content-Type": "application/json", **AUTH}
+    else:
+        body, headers = request.SerializeToString(), PROTOBUF
+    assert len(body) < MAX_BODY
+    response = post(collector, body, headers)
+    assert response.status_code == status, response.text
+    refused = 1 if status == 413 else 0
+    if refused:
+        assert f"over {MAX_ITEMS} per request" in response.text
+    assert rejected(collector, "http", semconv.REJECT_TOO_LARGE) == before + refused
+
+
+def test_array_values_nested_deeper_than_protobuf_allows_are_a_400(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, upstream = served
+    request = with_items("span-attributes", 0)
+    value = request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="deep").value
+    for _ in range(150):
+        value = value.array_value.values.add()
+    value.string_value = "bottom"
+    body = request.SerializeToString() + bytes(2 * MAX_ITEMS)  # padded: long enough to walk
+    before = rejected(collector, "http", semconv.REJECT_MALFORMED)
+    response = post(collector, body, PROTOBUF)
+    assert response.status_code == 400
+    assert "nested too deep" in response.text
+    assert rejected(collector, "http", semconv.REJECT_MALFORMED) == before + 1
+    still_serving(collector, upstream, 0xDEE9D)
+
+
+def test_grpc_over_the_body_span_or_item_limit_is_counted_as_rejected(
     served: tuple[CollectorProcess, OTLPReceiver],
 ) -> None:
     collector, _ = served
@@ -485,8 +592,16 @@ def test_grpc_over_the_body_or_span_limit_is_counted_as_rejected(
             )
         assert many.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"over {MAX_SPANS} per request" in (many.value.details() or "")
+        with pytest.raises(grpc.RpcError) as items:
+            export(
+                with_items("link-attributes", MAX_ITEMS + 1).SerializeToString(),
+                timeout=5,
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+            )
+        assert items.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"over {MAX_ITEMS} per request" in (items.value.details() or "")
     # gRPC answers the oversized message itself; the servicer counts it as it learns so.
-    assert wait_until(lambda: rejected(collector, "grpc", semconv.REJECT_TOO_LARGE) == before + 2)
+    assert wait_until(lambda: rejected(collector, "grpc", semconv.REJECT_TOO_LARGE) == before + 3)
 
 
 def test_a_client_that_leaves_early_costs_no_traceback_and_every_log_line_is_json(

@@ -1,8 +1,9 @@
 """No secret leaves through what the collector writes: metric labels, logs, added attributes.
 
-One `tracefact collector` whose upstream URLs carry a password (one upstream down, so its
-retries are logged), whose live rate is grouped by model and by a token attribute, and a
-trace whose retriever span quotes keys that the collector copies into `tracefact.contexts`.
+One `tracefact collector` whose upstream URLs carry a password and a token and key in
+their query strings (one upstream down, so its retries are logged), whose live rate is
+grouped by model and by a token attribute, and a trace whose retriever span quotes keys
+that the collector copies into `tracefact.contexts`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ PASSWORD = "pw9secret1"
 KEY = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0" * 2
 AWS = "AKIA" + "QRSTUVWXYZ234567"
 TOKEN = "tok-" + "abcdefghijklmnop1234"
-SECRETS = (PASSWORD, KEY, AWS, TOKEN, "hunter2x")
+QUERY_TOKEN = "q7t0k3nInTheQuery"
+QUERY_KEY = "q7k3yInTheQuery"
+SECRETS = (PASSWORD, KEY, AWS, TOKEN, QUERY_TOKEN, QUERY_KEY, "hunter2x")
 
 
 def span(number: int, parent: int | None, **values: str) -> Span:
@@ -40,8 +43,10 @@ def span(number: int, parent: int | None, **values: str) -> Span:
 def test_no_secret_in_metrics_logs_or_added_attributes(tmp_path: Path) -> None:
     with otlp_receiver() as upstream:
         live = upstream.endpoint.replace("http://", f"http://user:{PASSWORD}@")
+        live = f"{live}?token={QUERY_TOKEN}&region=eu"
         config = base_config(live, monitor={"group_by": ["model", "user.token"]})
-        config["upstreams"].append({"endpoint": f"http://admin:{PASSWORD}@127.0.0.1:9"})
+        down = f"http://admin:{PASSWORD}@127.0.0.1:9/?api_key={QUERY_KEY}&sig={QUERY_KEY}"
+        config["upstreams"].append({"endpoint": down})
         config["drain_seconds"] = 5
         retriever = span(
             2,
@@ -95,6 +100,8 @@ def test_no_secret_in_metrics_logs_or_added_attributes(tmp_path: Path) -> None:
         added = {k: v for k, v in values.items() if k.startswith("tracefact.")}
         logs = "".join(collector.lines)
         assert 'upstream="http://user:[SCRUBBED]@127.0.0.1' in metrics
+        assert "?token=[SCRUBBED]&region=eu" in metrics
+        assert "?api_key=[SCRUBBED]&sig=[SCRUBBED]" in logs
         assert "[SCRUBBED]" in logs
         for secret in SECRETS:
             assert secret not in metrics, secret

@@ -73,7 +73,7 @@ def otlp_receiver(port: int = 0) -> Iterator[OTLPReceiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
-            if self.path != "/v1/traces":
+            if self.path.split("?")[0] != "/v1/traces":
                 self._reply(404, b"")
                 return
             if receiver.fail_with is not None:

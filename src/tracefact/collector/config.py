@@ -93,6 +93,12 @@ class Limits(_Model):
     max_spans_per_request: int = Field(default=100_000, ge=1)
     """Spans one request may carry once decoded; more is refused (413 / RESOURCE_EXHAUSTED)
     and counted: 8 MiB of empty spans is four million of them."""
+    max_items_per_request: int = Field(default=500_000, ge=1)
+    """Attributes (of spans, events, links, resources and scopes), events, links and the
+    values nested in array and kvlist values one request may carry; more is refused (413 /
+    RESOURCE_EXHAUSTED) and counted before the request is decoded. Decoded, an item costs
+    50 to 90 bytes however small it is on the wire (two bytes): this bounds what a request
+    costs at about 45 MiB beyond its spans."""
     max_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Request bodies the HTTP receiver reads and decodes at once, in bytes (by their
     Content-Length, `max_body_bytes` for a chunked one); a request past it is answered
@@ -143,6 +149,9 @@ class Forwarding(_Model):
     """Encoded bytes held for forwarding; past it the receivers answer 429."""
     batch_spans: int = Field(default=2048, ge=1)
     """Most spans in one upstream request."""
+    delay_seconds: float = Field(default=0.05, ge=0)
+    """The longest spans wait for others to fill an upstream request (0: sent at once):
+    fewer, fuller requests, each costing the collector a fixed ~0.5 ms of CPU."""
     retry_base_seconds: float = Field(default=0.5, ge=0)
     retry_max_seconds: float = Field(default=30.0, ge=0)
     """Backoff of a failing upstream (full jitter; Retry-After honoured up to this)."""

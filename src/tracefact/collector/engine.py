@@ -205,8 +205,17 @@ class Engine:
 
     # --- routing ---------------------------------------------------------------------
     def route(self, entry: Entry) -> None:
-        """Forward what passes through, remember documents, hold LLM spans."""
+        """Forward what passes through, remember documents, hold LLM spans.
+
+        With evaluation off, and for a request of which nothing is held or changed, the
+        bytes received are forwarded as they are: no span is decoded or encoded again.
+        """
         tracker = self._tracker(entry)
+        if self.pipeline is None:
+            self._redelivered(entry, entry.spans)
+            self._forward_rest(entry, [], entry.spans, tracker, changed=False)
+            tracker.done(1)
+            return
         request = entry.request
         due = time.monotonic() + self.window_seconds
         expired = self._expired(entry)
@@ -241,8 +250,17 @@ class Engine:
                             due,
                         )
                     )
+        self._redelivered(entry, total)
+        if expired_spans:
+            self.metrics.expired.add(expired_spans, {"reason": expired})
+        self._forward_rest(entry, held, total, tracker, changed=expired_spans > 0)
+        for item in held:
+            self._hold(item)
+        tracker.done(1)  # the router's own count: every span is accounted for now
+
+    def _redelivered(self, entry: Entry, spans: int) -> None:
         if entry.deliveries > 1:
-            self.metrics.redelivered.add(total)
+            self.metrics.redelivered.add(spans)
             logger.warning(
                 "request handed out again: the consumer that took it stopped before it "
                 "was done; its spans may arrive upstream twice",
@@ -250,15 +268,9 @@ class Engine:
                     "event": "redelivered",
                     "entry": entry.id,
                     "delivery": entry.deliveries,
-                    "spans": total,
+                    "spans": spans,
                 },
             )
-        if expired_spans:
-            self.metrics.expired.add(expired_spans, {"reason": expired})
-        self._forward_rest(request, held, total, tracker)
-        for item in held:
-            self._hold(item)
-        tracker.done(1)  # the router's own count: every span is accounted for now
 
     def _pass_through(self, entry: Entry) -> None:
         """A request the router failed on goes upstream as received, unevaluated.
@@ -267,12 +279,10 @@ class Engine:
         twice than never.
         """
         tracker = self._tracker(entry)
-        count = sum(len(s.spans) for r in entry.request.resource_spans for s in r.scope_spans)
+        count = entry.spans
         tracker.add(count)
         if count:
-            self.forwarder.send(
-                entry.request.SerializeToString(), count, done_callback(tracker, count)
-            )
+            self.forwarder.send(entry.body, count, done_callback(tracker, count))
         tracker.done(1)
 
     def _tracker(self, entry: Entry) -> Tracker:
@@ -334,19 +344,24 @@ class Engine:
         self.pipeline.reader.remember(trace_id, role, attributes, events, ended)
 
     def _forward_rest(
-        self, request: ExportTraceServiceRequest, held: list[Held], total: int, tracker: Tracker
+        self, entry: Entry, held: list[Held], total: int, tracker: Tracker, *, changed: bool
     ) -> None:
-        """Everything not held, as received: the whole request when nothing is held."""
+        """Everything not held, as received.
+
+        The bytes received when nothing is held or `changed` (a status written on an
+        expired span); else what is not held, encoded again.
+        """
         count = total - len(held)
         tracker.add(count + len(held))
         if count == 0:
             return
         if not held:
-            self.forwarder.send(request.SerializeToString(), count, done_callback(tracker, count))
+            body = entry.request.SerializeToString() if changed else entry.body
+            self.forwarder.send(body, count, done_callback(tracker, count))
             return
         taken = {id(h.span) for h in held}
         rest = ExportTraceServiceRequest()
-        for resource_spans in request.resource_spans:
+        for resource_spans in entry.request.resource_spans:
             out_resource: ResourceSpans | None = None
             for scope_spans in resource_spans.scope_spans:
                 keep = [s for s in scope_spans.spans if id(s) not in taken]

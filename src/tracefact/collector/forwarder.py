@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import logging
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,8 +76,10 @@ class HttpUpstream:
     """OTLP/HTTP protobuf with the upstream's headers."""
 
     def __init__(self, upstream: Upstream) -> None:
-        endpoint = upstream.endpoint.rstrip("/")
-        self.url = endpoint if endpoint.endswith("/v1/traces") else f"{endpoint}/v1/traces"
+        parts = urllib.parse.urlsplit(upstream.endpoint)
+        path = parts.path.rstrip("/")  # before a query string (`?token=...`), if any
+        path = path if path.endswith("/v1/traces") else f"{path}/v1/traces"
+        self.url = urllib.parse.urlunsplit(parts._replace(path=path))
         self.gzip = upstream.compression == "gzip"
         headers = {**upstream.headers, "Content-Type": "application/x-protobuf"}
         if self.gzip:
@@ -250,7 +253,7 @@ class Forwarder:
         batching = BatchOptions(
             max_queue=None,  # bounded here, across upstreams, in spans and bytes
             max_batch=options.batch_spans,
-            delay_seconds=0,
+            delay_seconds=options.delay_seconds,
             retries=Retries(None, Backoff(options.retry_base_seconds, options.retry_max_seconds)),
         )
         self.upstreams = [UpstreamSender(u, options, metrics, self._finished) for u in upstreams]

@@ -8,7 +8,7 @@ from collections import deque
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracefact.collector.queue import Entry, QueueFull
+from tracefact.collector.queue import Encoded, Entry, QueueFull
 
 
 class MemoryQueue:
@@ -29,11 +29,11 @@ class MemoryQueue:
         self._ready = threading.Condition()  # guards _waiting, _unacked and _consumers
         self._consumers = 0  # in get(), waiting for an entry
 
-    def put(self, request: ExportTraceServiceRequest) -> None:
+    def put(self, request: ExportTraceServiceRequest | Encoded) -> None:
         with self._ready:
             if len(self._unacked) >= self.max_entries:
                 raise QueueFull(self.retry_after_seconds)
-            entry = Entry(str(next(self._ids)), request)
+            entry = Entry(str(next(self._ids)), Encoded.of(request))
             self._unacked.add(entry.id)
             self._waiting.append(entry)
             if self._consumers:  # notify() costs a lock round even with no one waiting

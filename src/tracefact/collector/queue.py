@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tracefact.collector.decode import BadRequest, outline
 from tracefact.errors import ConfigurationError, TracefactError
 
 logger = logging.getLogger(__name__)
@@ -110,16 +110,88 @@ class Outage:
         return max(0.0, self._retry_at - time.monotonic())
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One received request, as handed to processing."""
+class Encoded:
+    """A request as OTLP protobuf bytes, with its span count: what a queue stores.
 
-    id: str
-    request: ExportTraceServiceRequest
-    deliveries: int = 1
-    """1 the first time; more when a consumer died before acknowledging it."""
-    stored_at: float = field(default_factory=time.time)
-    """When `put` stored it (Unix seconds): a durable queue's entries can be old."""
+    The bytes are those received whenever nothing changed them (no attribute limit
+    applied): the collector forwards what it received without encoding it again. The
+    decoded request rides along when the receiver has it, for the engine to read.
+    """
+
+    __slots__ = ("body", "request", "spans")
+
+    def __init__(
+        self, body: bytes, spans: int, request: ExportTraceServiceRequest | None = None
+    ) -> None:
+        self.body = body
+        self.spans = spans
+        self.request = request
+
+    @classmethod
+    def of(cls, request: ExportTraceServiceRequest | Encoded) -> Encoded:
+        """A request encoded (once), or an `Encoded` as it is."""
+        if isinstance(request, Encoded):
+            return request
+        spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        return cls(request.SerializeToString(), spans, request)
+
+
+class Entry:
+    """One received request, as handed to processing: its bytes, decoded when first read.
+
+    Bytes a durable store damaged (only a damaged store, or a foreign writer, fails to
+    decode) give an empty request with no spans and no bytes, logged: processing
+    acknowledges it and goes on.
+    """
+
+    __slots__ = ("_request", "_spans", "body", "deliveries", "id", "stored_at")
+
+    def __init__(
+        self,
+        id: str,
+        encoded: Encoded,
+        deliveries: int = 1,
+        stored_at: float | None = None,
+    ) -> None:
+        self.id = id
+        self.body = encoded.body
+        self._spans: int | None = encoded.spans
+        self._request = encoded.request
+        self.deliveries = deliveries
+        """1 the first time; more when a consumer died before acknowledging it."""
+        self.stored_at = time.time() if stored_at is None else stored_at
+        """When `put` stored it (Unix seconds): a durable queue's entries can be old."""
+
+    @classmethod
+    def stored(cls, id: str, payload: bytes, deliveries: int, stored_at: float) -> Entry:
+        """An entry from what a durable queue stored: decoded when first read."""
+        entry = cls(id, Encoded(payload, 0), deliveries, stored_at)
+        entry._spans = None
+        return entry
+
+    @property
+    def request(self) -> ExportTraceServiceRequest:
+        if self._request is None:
+            self._request = ExportTraceServiceRequest()
+            try:
+                self._request.ParseFromString(self.body)
+            except DecodeError:
+                self._damaged()
+        return self._request
+
+    @property
+    def spans(self) -> int:
+        if self._spans is None:
+            try:
+                self._spans = outline(self.body).spans
+            except BadRequest:
+                self._damaged()
+                self._spans = 0
+        return self._spans
+
+    def _damaged(self) -> None:
+        logger.error("queue entry %s is not an OTLP request: handed on empty", self.id)
+        self._request, self._spans, self.body = ExportTraceServiceRequest(), 0, b""
 
 
 class RequestQueue(Protocol):
@@ -128,7 +200,7 @@ class RequestQueue(Protocol):
     durable: bool
     """True when an acknowledged-to-the-client request survives a crash."""
 
-    def put(self, request: ExportTraceServiceRequest) -> None:
+    def put(self, request: ExportTraceServiceRequest | Encoded) -> None:
         """Store one request; raises `QueueFull` at the bound. Durable once it returns."""
         ...
 
@@ -158,18 +230,3 @@ class RequestQueue(Protocol):
         at once, so the next consumer need not wait for their leases to run out.
         """
         ...
-
-
-def decode_stored(payload: bytes, entry_id: str) -> ExportTraceServiceRequest:
-    """A stored request from its bytes; damaged bytes give an empty request, logged.
-
-    Durable backends store what `put` serialised, so only a damaged store (or a foreign
-    writer) fails here; processing then acknowledges the empty request and goes on.
-    """
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(payload)
-    except DecodeError:
-        logger.error("queue entry %s is not an OTLP request: handed on empty", entry_id)
-        return ExportTraceServiceRequest()
-    return request

@@ -9,6 +9,7 @@ refused gets a status saying why, and is counted by reason:
 | missing or wrong bearer token | 401 | UNAUTHENTICATED |
 | body over `max_body_bytes` | 413 | RESOURCE_EXHAUSTED |
 | more than `max_spans_per_request` spans | 413 | RESOURCE_EXHAUSTED |
+| more than `max_items_per_request` attributes, events, links, values | 413 | RESOURCE_EXHAUSTED |
 | not protobuf or JSON, unknown encoding | 415 | - |
 | not a valid OTLP message (also JSON nested too deep), bad chunked body | 400 | INVALID_ARGUMENT |
 | neither Content-Length nor chunked | 411 | - |
@@ -43,6 +44,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,12 +67,14 @@ from tracefact.collector.decode import (
     BadRequest,
     decode,
     decompress,
+    fits,
     media_type,
+    outline,
 )
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.limits import apply_limits
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.queue import QueueFull, QueueUnavailable, RequestQueue
+from tracefact.collector.queue import Encoded, QueueFull, QueueUnavailable, RequestQueue
 from tracefact.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 logger = logging.getLogger("tracefact.collector")
@@ -132,12 +136,14 @@ class Ingest:
     def reject(self, protocol: str, reason: str) -> None:
         self.metrics.rejected.add(1, {"protocol": protocol, "reason": reason})
 
-    def accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
-        """Queue the request, or raise `Refused`."""
+    def accept(
+        self, request: ExportTraceServiceRequest, protocol: str, body: bytes | None = None
+    ) -> None:
+        """Queue the request (`body`: its protobuf bytes as received), or raise `Refused`."""
         with self._idle:
             self._busy += 1
         try:
-            self._accept(request, protocol)
+            self._accept(request, protocol, body)
         finally:
             with self._idle:
                 self._busy -= 1
@@ -149,24 +155,46 @@ class Ingest:
             self.accepting = False
             self._idle.wait_for(lambda: self._busy == 0, timeout)
 
-    def _accept(self, request: ExportTraceServiceRequest, protocol: str) -> None:
+    def _accept(
+        self, request: ExportTraceServiceRequest, protocol: str, body: bytes | None
+    ) -> None:
         retry_after = self.config.forwarding.retry_after_seconds
         if not self.accepting:
             raise Refused(semconv.REJECT_SHUTDOWN, "the collector is shutting down")
         if self.forwarder.full():
             raise Refused(semconv.REJECT_FULL, "forwarding buffer full", retry_after)
-        limited = apply_limits(request, self.config.limits)
-        if limited.spans == 0:
+        encoded, limited = self._limited(request, body)
+        if encoded.spans == 0:
             return  # nothing to forward
         try:
-            self.queue.put(request)
+            self.queue.put(encoded)
         except QueueUnavailable as exc:
             raise Refused(semconv.REJECT_UNAVAILABLE, str(exc), exc.retry_after_seconds) from None
         except QueueFull as exc:
             raise Refused(semconv.REJECT_FULL, str(exc), exc.retry_after_seconds) from None
-        self.metrics.received.add(limited.spans, {"protocol": protocol})
-        for (limit, where), count in limited.changes.items():
+        self.metrics.received.add(encoded.spans, {"protocol": protocol})
+        for (limit, where), count in limited.items():
             self.metrics.limited.add(count, {"limit": limit, "where": where})
+
+    def _limited(
+        self, request: ExportTraceServiceRequest, body: bytes | None
+    ) -> tuple[Encoded, Counter[tuple[str, str]]]:
+        """The request within the attribute limits, encoded, and what the limits changed.
+
+        The limits are checked on the request as a whole first: when no span, resource or
+        scope of it is long enough to break one (nearly always), no span is looked at and
+        the bytes received are what is forwarded. Otherwise the limits are applied span by
+        span, and the request is encoded again only if they changed something.
+        """
+        limits = self.config.limits
+        if body is not None:
+            shape = outline(body)
+            if fits(shape, limits):
+                return Encoded(body, shape.spans, request), Counter()
+        limited = apply_limits(request, limits)
+        if body is None or limited.changes:
+            body = request.SerializeToString()
+        return Encoded(body, limited.spans, request), limited.changes
 
 
 # --- HTTP ----------------------------------------------------------------------------------
@@ -406,9 +434,8 @@ class _Handler(BaseHTTPRequestHandler):
             media = media_type(self.headers.get("Content-Type"))
             data = decompress(body, self.headers.get("Content-Encoding"), limit)
             del body
-            request = decode(data, media, ingest.config.limits.max_spans_per_request)
-            del data
-            ingest.accept(request, "http")
+            request = decode(data, media, ingest.config.limits)
+            ingest.accept(request, "http", data if media == PROTOBUF else None)
         finally:
             self.budget.give(size)
         if media == JSON:
@@ -579,9 +606,8 @@ class _Servicer:
             # sending, or sent none, looks the same, and is counted with it.
             message = f"no message of {limit} bytes or less"
             raise BadRequest(413, semconv.REJECT_TOO_LARGE, message) from None
-        request = decode(body, PROTOBUF, self.ingest.config.limits.max_spans_per_request)
-        del body
-        self.ingest.accept(request, "grpc")
+        request = decode(body, PROTOBUF, self.ingest.config.limits)
+        self.ingest.accept(request, "grpc", body)
 
 
 def _retry_metadata(message: str, seconds: float, code: int) -> tuple[tuple[str, bytes], ...]:

@@ -38,11 +38,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracefact._imports import import_extra
 from tracefact.collector._leases import Leases
 from tracefact.collector.queue import (
+    Encoded,
     Entry,
     Outage,
     QueueFull,
     QueueUnavailable,
-    decode_stored,
     require_positive,
 )
 
@@ -136,10 +136,10 @@ class RedisQueue:
         self._unacked: list[str] = []  # acknowledgements that failed, tried again first
         self._acking = threading.Lock()  # guards _unacked
 
-    def put(self, request: ExportTraceServiceRequest) -> None:
+    def put(self, request: ExportTraceServiceRequest | Encoded) -> None:
         try:
             entry_id = self._add(
-                keys=[self.stream], args=[self._max_entries, request.SerializeToString()]
+                keys=[self.stream], args=[self._max_entries, Encoded.of(request).body]
             )
         except self._errors as exc:
             self._unreachable(exc)
@@ -333,5 +333,4 @@ class RedisQueue:
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes], deliveries: int) -> Entry:
     key = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     stored_ms = int(key.partition("-")[0])  # XADD's ids start with Redis's clock in ms
-    request = decode_stored(fields.get(_PAYLOAD, b""), key)
-    return Entry(key, request, int(deliveries), stored_ms / 1000)
+    return Entry.stored(key, fields.get(_PAYLOAD, b""), int(deliveries), stored_ms / 1000)

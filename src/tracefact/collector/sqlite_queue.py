@@ -16,11 +16,18 @@ Faults are handled where they happen (`Outage`): while the file cannot be writte
 `QueueUnavailable`, and `get` and `ack` are tried again with backoff (an acknowledgement
 that failed waits in this process and goes first at the next `get`). A file that is not a
 queue (damaged, or not SQLite at all) raises `QueueBroken`: at open, or from `get`.
+
+Damage while the queue runs is looked for on the file itself, at most once a second: in
+WAL mode SQLite reads the pages it needs from the WAL and its page cache, so a file
+overwritten, truncated, removed or replaced under a running queue would otherwise go
+unnoticed until the next start. Its header must still be SQLite's, and the path still the
+file that was opened; damage inside pages the queue never reads again is not found.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -32,12 +39,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracefact.collector._leases import Leases
 from tracefact.collector.queue import (
+    Encoded,
     Entry,
     Outage,
     QueueBroken,
     QueueFull,
     QueueUnavailable,
-    decode_stored,
     require_positive,
 )
 
@@ -58,6 +65,9 @@ CREATE INDEX IF NOT EXISTS entries_lease ON entries (lease_until, id);
 _POLL_SECONDS = 0.1
 """How often a waiting `get` looks again for entries another process stored, or whose
 lease ran out; entries stored by this process wake it at once."""
+_HEADER = b"SQLite format 3\x00"
+_CHECK_SECONDS = 1.0
+"""How often the file is checked for damage (`_check_file`)."""
 
 
 class SqliteQueue:
@@ -111,20 +121,24 @@ class SqliteQueue:
             self._db.execute(
                 "SELECT id, size, stored_at, deliveries, lease_until, payload FROM entries LIMIT 0"
             )
-        except sqlite3.DatabaseError as exc:
+            self._file = self._identity()
+        except (sqlite3.DatabaseError, OSError) as exc:
             raise QueueBroken(f"queue file {self.path} is not a tracefact queue: {exc}") from None
+        self._checked_at = time.monotonic()
+        self._damage: str | None = None
         self._leases = Leases(self._renew, lease_seconds / 3, name="tracefact-sqlite-leases")
         self._outage = Outage(f"sqlite:{self.path}")
         self._unacked: list[str] = []  # acknowledgements that failed, tried again first
         self._depth = 0
         self._closed = False
 
-    def put(self, request: ExportTraceServiceRequest) -> None:
-        payload = request.SerializeToString()
+    def put(self, request: ExportTraceServiceRequest | Encoded) -> None:
+        payload = Encoded.of(request).body
         with self._stored:
             if self._outage.wait_seconds() > 0:  # failed lately: refused at once, not queued
                 raise QueueUnavailable(str(self._outage.reason), self._retry_after)
             try:
+                self._check_file()
                 with self._transaction():
                     count, size = self._db.execute(
                         "SELECT count(*), coalesce(sum(size), 0) FROM entries"
@@ -214,6 +228,7 @@ class SqliteQueue:
                 self._try_acks()
                 if self._unacked:
                     return []
+            self._check_file()
             entries = self._take(max_entries)
         except sqlite3.OperationalError as exc:  # locked, disk full or unreadable: clears
             self._outage.failed("get", exc)
@@ -223,6 +238,34 @@ class SqliteQueue:
             raise QueueBroken(f"queue file {self.path} is damaged: {exc}") from None
         self._outage.succeeded()
         return entries
+
+    def _identity(self) -> tuple[int, int]:
+        """The file at `path` (device, inode), once its header says SQLite; else an error."""
+        with open(self.path, "rb") as file:
+            if file.read(len(_HEADER)) != _HEADER:
+                raise sqlite3.DatabaseError("its header is not SQLite's (overwritten?)")
+            stat = os.fstat(file.fileno())
+        return stat.st_dev, stat.st_ino
+
+    def _check_file(self) -> None:
+        """Raise `sqlite3.DatabaseError` when the file was damaged, removed or replaced.
+
+        At most once a second; the caller holds the lock.
+        """
+        now = time.monotonic()
+        if self._damage is None and now - self._checked_at >= _CHECK_SECONDS:
+            self._checked_at = now
+            try:
+                if self._identity() != self._file:
+                    self._damage = "another file took its place"
+            except FileNotFoundError:
+                self._damage = "the file was removed"
+            except sqlite3.DatabaseError as exc:
+                self._damage = str(exc)
+            except OSError as exc:  # unreadable now: may clear
+                raise sqlite3.OperationalError(f"cannot read the file: {exc}") from None
+        if self._damage is not None:  # found once, it stays: damage does not clear
+            raise sqlite3.DatabaseError(self._damage)
 
     def _try_acks(self) -> None:
         """Delete the acknowledged entries; on failure they wait for the next try.
@@ -256,7 +299,7 @@ class SqliteQueue:
                 (now + self._lease, now, max_entries),
             ).fetchall()
         return [
-            Entry(str(entry_id), decode_stored(payload, str(entry_id)), deliveries, stored_at)
+            Entry.stored(str(entry_id), payload, deliveries, stored_at)
             for entry_id, deliveries, stored_at, payload in sorted(rows)
         ]
 

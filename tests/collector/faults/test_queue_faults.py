@@ -145,6 +145,48 @@ def test_a_damaged_file_is_a_fault_that_cannot_clear(
     queue.close()
 
 
+def _overwrite(path: Path) -> None:
+    path.write_bytes(bytes(range(256)) * (path.stat().st_size // 256 + 1))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _replace(path: Path) -> None:
+    path.unlink()
+    sqlite3.connect(path).close()  # an empty SQLite file, not the queue's
+
+
+@pytest.mark.parametrize(
+    "damage", [_overwrite, _truncate, _replace, Path.unlink], ids=lambda f: f.__name__
+)
+def test_a_real_file_damaged_under_a_running_queue_is_found(tmp_path: Path, damage: Any) -> None:
+    """WAL mode and the page cache serve every read: the file itself is looked at."""
+    path = tmp_path / "queue.db"
+    queue = SqliteQueue(path)
+    for number in range(20):
+        queue.put(request(number))
+    for entry in queue.get(5, 0.1):
+        queue.ack(entry.id)
+    damage(path)
+
+    def refused() -> bool:
+        try:
+            queue.put(request(99))
+        except QueueUnavailable:
+            return True
+        return False
+
+    assert eventually(refused)
+    assert queue.unavailable() is not None
+    with pytest.raises(QueueBroken, match="is damaged"):
+        queue.get(5, 0.1)
+    with pytest.raises(QueueUnavailable):  # found once, it stays found
+        queue.put(request(100))
+    queue.close()
+
+
 def test_a_file_that_is_not_a_queue_is_refused_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
     path.write_bytes(bytes(range(256)) * 64)
