@@ -57,7 +57,9 @@ class Scenario:
     rate_change: bool = False
     """The true rate is half the scenario's in the first 12 hours, 1.5 times in the last."""
     reviewer_noise: float = 0.0
-    """The chance a person's label is the wrong one."""
+    """The chance a person's label is the wrong one (independent, alike for both answers)."""
+    double_share: float = 0.0
+    """The design's share of labelled spans a second reviewer labels too."""
     response: float = 1.0
     """The share of selected spans that ever get a label."""
 
@@ -72,6 +74,7 @@ class Scenario:
             f"route b eval={self.evaluator_b}" if self.evaluator_b else "",
             "rate change" if self.rate_change else "",
             f"{self.reviewer_noise:.0%} reviewer noise" if self.reviewer_noise else "",
+            f"{self.double_share:.0%} labelled twice" if self.double_share else "",
             f"{1 - self.response:.0%} never labelled" if self.response < 1 else "",
         ]
         return " ".join([text, *[e for e in extras if e]])
@@ -83,6 +86,8 @@ GRID = tuple(
         RATES, EVALUATORS, EVALUATION, REVIEW, LABELS
     )
 )
+DOUBLE_SHARE = 0.2
+"""With reviewer noise, the design has a fifth of the labelled spans labelled twice."""
 _STRESS_BASE = tuple(
     Scenario(rate, (0.3, 0.8), "uniform", "stratified", labels)
     for rate in (0.05, 0.10)
@@ -94,7 +99,8 @@ STRESS = tuple(
     for change in (
         {"evaluator_b": (0.9, 0.97)},
         {"rate_change": True},
-        {"reviewer_noise": 0.05},
+        {"reviewer_noise": 0.05, "double_share": DOUBLE_SHARE},
+        {"double_share": DOUBLE_SHARE},
         {"response": 0.7},
     )
 )
@@ -182,6 +188,60 @@ def design(s: Scenario) -> np.ndarray:
     return np.array([[pi[STRATA[2 * g + v]] for v in range(2)] for g in range(2)])
 
 
+FEW_HALLUCINATIONS = 2.0
+
+
+def lumpy_share(s: Scenario) -> float:
+    """The share of the estimate's label variance from strata (route x verdict) whose labels
+    are expected to show fewer than `FEW_HALLUCINATIONS` hallucinations: from the design
+    and the truth, never from a draw.
+
+    Above one half the estimate takes few distinct values, and no valid interval covers
+    only 95% of the time: in the many seeds where such a stratum shows no hallucination,
+    it must reach up to rates at which none would still be seen one time in twenty, which
+    lie above the truth.
+    """
+    r = _sample_rates(s.evaluation)
+    p = _true_rates(s)
+    sens, spec = _error_rates(s)
+    flagged = p * sens + (1 - p) * (1 - spec)
+    share = np.stack([flagged, 1 - flagged], axis=-1)  # (route, hour, verdict)
+    bad = np.stack([p * sens, p * (1 - sens)], axis=-1)
+    weight = (HOURLY_TRAFFIC[..., None] * share).sum(axis=1)  # (route, verdict)
+    labels = (HOURLY_TRAFFIC[..., None] * r[..., None] * share).sum(axis=1) * design(s)
+    labels_bad = (HOURLY_TRAFFIC[..., None] * r[..., None] * bad).sum(axis=1) * design(s)
+    labels, labels_bad = labels * s.response, labels_bad * s.response
+    rate = (HOURLY_TRAFFIC[..., None] * bad).sum(axis=1) / weight
+    variance = (weight / weight.sum()) ** 2 * rate * (1 - rate) / np.maximum(labels, 1e-9)
+    return float(variance[labels_bad < FEW_HALLUCINATIONS].sum() / variance.sum())
+
+
+def _people(
+    rng: np.random.Generator, labelled: np.ndarray, s: Scenario
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell: the sum of the labelled spans' shares of reviewers saying hallucinated,
+    the spans labelled twice and those whose two labels disagree.
+
+    Each label is wrong with the scenario's noise, independently; a span labelled twice
+    counts as the share of its two labels (0, 1/2 or 1), as the ledger counts it.
+    """
+    e = s.reviewer_noise
+    if not e and not s.double_share:  # no draws: the other scenarios keep their seeds' draws
+        said_bad = labelled.astype(float)
+        said_bad[..., 0, :] = 0
+        return said_bad, 0 * labelled, 0 * labelled
+    doubled = rng.binomial(labelled, s.double_share)
+    single = labelled - doubled
+    wrong = rng.binomial(single, e)
+    both = rng.binomial(doubled, e * e)
+    one = rng.binomial(doubled - both, 2 * e * (1 - e) / (1 - e * e))
+    right = single - wrong + doubled - both - one
+    said_bad = 0.5 * one
+    said_bad[..., 0, :] += (wrong + both)[..., 0, :]  # factual calls called hallucinated
+    said_bad[..., 1, :] += right[..., 1, :]
+    return said_bad, doubled, one
+
+
 def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     rng = np.random.default_rng(seed)
     r = _sample_rates(s.evaluation)[None, :, :, None, None]  # seed, route, hour, y, verdict
@@ -204,10 +264,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     evaluated = rng.binomial(cells, np.broadcast_to(r, cells.shape))
     picked = rng.binomial(evaluated, np.broadcast_to(pi, cells.shape))
     labelled = rng.binomial(picked, s.response) if s.response < 1 else picked
-    wrong = rng.binomial(labelled, s.reviewer_noise) if s.reviewer_noise else 0 * labelled
-    said_bad = labelled.copy()
-    said_bad[..., 0, :] = wrong[..., 0, :]  # factual calls called hallucinated by mistake
-    said_bad[..., 1, :] -= wrong[..., 1, :]
+    said_bad, doubled, apart = _people(rng, labelled, s)
     w = 1 / r
     v = w / pi
 
@@ -223,6 +280,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     label_weight = by_stratum(labelled * v)
     label_weight_sq = by_stratum(labelled * v * v)
     bad_label_weight = by_stratum(said_bad * v)
+    pairs, disagreeing = by_stratum(doubled), by_stratum(apart)
     truth = bad.sum(axis=(1, 2)) / calls.sum(axis=(1, 2))
     flip = s.reviewer_noise
     noisy_truth = truth * (1 - flip) + (1 - truth) * flip
@@ -260,6 +318,10 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
                     label_weight=float(label_weight[i, g, verdict]),
                     label_weight_squared=float(label_weight_sq[i, g, verdict]),
                     hallucinated_label_weight=float(bad_label_weight[i, g, verdict]),
+                    lowest_probability=float(pi[0, g, 0, 0, verdict]),
+                    highest_probability=float(pi[0, g, 0, 0, verdict]),
+                    reviewer_pairs=int(pairs[i, g, verdict]),
+                    disagreeing_pairs=int(disagreeing[i, g, verdict]),
                 )
                 totals[STRATA[2 * g + verdict]] = t
         c = corrected(totals)
@@ -312,6 +374,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
 
 HEADER = (
     f"{'scenario':64} shown  cover  withheld  bias    width  labels-only  evaluator-only (cover)"
+    "  lumpy"
 )
 
 
@@ -321,6 +384,7 @@ def row(r: Result) -> str:
         f"{r.scenario.name:64} {r.shown:5d}  {r.coverage:5.1%}  {r.withheld:6.1%}  "
         f"{bias:+6.1%}  {r.median_width:.4f}  {r.labels_only_width:.4f}       "
         f"{r.evaluator_only_width:.4f} ({r.evaluator_only_coverage:.0%})"
+        f"  {lumpy_share(r.scenario):6.0%}"
     )
 
 
