@@ -125,9 +125,6 @@ class Result:
     evaluator_only_coverage: float
     sensitivity: float
     specificity: float
-    heavy_empty: float
-    """Share of the shown figures with a stratum of 5% of the weight or more whose labels
-    show no hallucination."""
 
     @property
     def bias_ok(self) -> bool:
@@ -188,42 +185,14 @@ def design(s: Scenario) -> np.ndarray:
     return np.array([[pi[STRATA[2 * g + v]] for v in range(2)] for g in range(2)])
 
 
-FEW_HALLUCINATIONS = 2.0
-
-
-def lumpy_share(s: Scenario) -> float:
-    """The share of the estimate's label variance from strata (route x verdict) whose labels
-    are expected to show fewer than `FEW_HALLUCINATIONS` hallucinations: from the design
-    and the truth, never from a draw.
-
-    Above one half the estimate takes few distinct values, and no valid interval covers
-    only 95% of the time: in the many seeds where such a stratum shows no hallucination,
-    it must reach up to rates at which none would still be seen one time in twenty, which
-    lie above the truth.
-    """
-    r = _sample_rates(s.evaluation)
-    p = _true_rates(s)
-    sens, spec = _error_rates(s)
-    flagged = p * sens + (1 - p) * (1 - spec)
-    share = np.stack([flagged, 1 - flagged], axis=-1)  # (route, hour, verdict)
-    bad = np.stack([p * sens, p * (1 - sens)], axis=-1)
-    weight = (HOURLY_TRAFFIC[..., None] * share).sum(axis=1)  # (route, verdict)
-    labels = (HOURLY_TRAFFIC[..., None] * r[..., None] * share).sum(axis=1) * design(s)
-    labels_bad = (HOURLY_TRAFFIC[..., None] * r[..., None] * bad).sum(axis=1) * design(s)
-    labels, labels_bad = labels * s.response, labels_bad * s.response
-    rate = (HOURLY_TRAFFIC[..., None] * bad).sum(axis=1) / weight
-    variance = (weight / weight.sum()) ** 2 * rate * (1 - rate) / np.maximum(labels, 1e-9)
-    return float(variance[labels_bad < FEW_HALLUCINATIONS].sum() / variance.sum())
-
-
 def _people(
     rng: np.random.Generator, labelled: np.ndarray, s: Scenario
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per cell: the sum of the labelled spans' shares of reviewers saying hallucinated,
-    the spans labelled twice and those whose two labels disagree.
+    """Per cell: what people said, the spans labelled twice, and those whose labels differ.
 
-    Each label is wrong with the scenario's noise, independently; a span labelled twice
-    counts as the share of its two labels (0, 1/2 or 1), as the ledger counts it.
+    What people said is the sum of the labelled spans' shares of labels saying
+    hallucinated. Each label is wrong with the scenario's noise, independently; a span
+    labelled twice counts as the share of its two labels (0, 1/2 or 1), as the ledger does.
     """
     e = s.reviewer_noise
     if not e and not s.double_share:  # no draws: the other scenarios keep their seeds' draws
@@ -304,7 +273,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         [],
         [],
     )
-    sensitivities, specificities, empty = [], [], []
+    sensitivities, specificities = [], []
     for i in range(seeds):
         totals = {}
         for g in range(2):
@@ -326,9 +295,6 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
                 totals[STRATA[2 * g + verdict]] = t
         c = corrected(totals)
         shown.append(c.shown)
-        empty.append(
-            c.shown and any(h.share >= 0.05 and h.labelled and h.rate == 0 for h in c.strata)
-        )
         estimates.append(c.rate if c.rate is not None else math.nan)
         lows.append(c.lower)
         highs.append(c.upper)
@@ -368,13 +334,11 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         evaluator_only_coverage=float(np.mean(eval_held)),
         sensitivity=float(np.nanmean(sensitivities)),
         specificity=float(np.nanmean(specificities)),
-        heavy_empty=sum(empty) / count if count else 0.0,
     )
 
 
 HEADER = (
     f"{'scenario':64} shown  cover  withheld  bias    width  labels-only  evaluator-only (cover)"
-    "  lumpy"
 )
 
 
@@ -384,7 +348,6 @@ def row(r: Result) -> str:
         f"{r.scenario.name:64} {r.shown:5d}  {r.coverage:5.1%}  {r.withheld:6.1%}  "
         f"{bias:+6.1%}  {r.median_width:.4f}  {r.labels_only_width:.4f}       "
         f"{r.evaluator_only_width:.4f} ({r.evaluator_only_coverage:.0%})"
-        f"  {lumpy_share(r.scenario):6.0%}"
     )
 
 

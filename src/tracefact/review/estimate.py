@@ -303,11 +303,11 @@ def pooled_strata(
     Strata whose spans were all selected with the same π are one random sample of their
     evaluated spans together (uniform review is one), so they can be estimated as one
     (post-stratification collapsing thin strata, Särndal et al. 7.10). Where one of them
-    expects too few labels (π times its evaluated spans below `label_floor`, which falls
-    short of `min_labels` one time in a hundred), a group's verdicts are pooled first,
-    then the groups. The decision rests on the design and the
-    evaluated spans, never on the labels: not even on how many came, since the pooled rate
-    given fewer labels than expected in a stratum leans toward the others' rates.
+    is thin, a group's verdicts are pooled first, then the groups. Thin is foremost
+    expecting too few labels (π times its evaluated spans below `label_floor`, which falls
+    short of `min_labels` one time in a hundred): a decision on how many labels came
+    would lean the pooled rate toward the other strata's (given fewer labels than
+    expected in one), so it only decides in that rare remainder. Never the labels' values.
     """
     out: dict[Stratum, StratumTotals] = {}
     by_probability: dict[float, list[Stratum]] = {}
@@ -330,9 +330,10 @@ def pooled_strata(
 
 
 def _pool(totals: Mapping[Stratum, StratumTotals], min_labels: int) -> dict[Stratum, StratumTotals]:
-    """`totals` as they are, or as one stratum where one of several expects too few labels."""
+    """`totals` as they are, or as one stratum where one of several is thin."""
     floor = label_floor(min_labels)
-    if len(totals) < 2 or all(_expected_labels(t) >= floor for t in totals.values()):
+    thin = [t for t in totals.values() if _expected_labels(t) < floor or t.labelled < min_labels]
+    if len(totals) < 2 or not thin:
         return dict(totals)
     whole = StratumTotals()
     for t in totals.values():

@@ -61,6 +61,8 @@ class Selection:
     selected: bool
     time: float
     """Unix seconds: when the span ended."""
+    second_reviewer: bool = False
+    """Selected for a second reviewer's label too."""
 
 
 def selection_of(
@@ -87,6 +89,7 @@ def selection_of(
         1.0 / rate,
         attributes.get(semconv.REVIEW_SELECTED) is True,
         time,
+        attributes.get(semconv.REVIEW_SECOND_REVIEWER) is True,
     )
 
 
