@@ -17,9 +17,15 @@ traffic), and the strata combine by MOVER (Zou and Donner 2008), with the phase-
 between strata added on both sides. Wilson per stratum keeps it valid when a stratum shows
 no hallucination; Wald would not (with 50 labels it covers a 2% rate a third of the time).
 
+Strata selected with one and the same π (uniform review) are post-strata of one random
+sample: a thin one is pooled with those that share its π (`pooled_strata`). Where two
+reviewers labelled some spans, their disagreements measure the reviewers' error e, and the
+rate is corrected for it (`reviewer_error`); where none did, a note says it is not measured.
+
 Whether a figure is shown depends on the design only, never on the labels' values: a stratum
-holding at least `min_share` of the window's weight with fewer than `min_labels` labels
-withholds it, with the reason. tests/review/test_simulation.py measures the coverage.
+the estimate uses holding at least `min_share` of the window's weight with fewer than
+`min_labels` labels withholds it, with the reason. tests/review/test_simulation.py
+measures the coverage.
 
 Everything adds up (`StratumTotals.merge`); pure Python, no OpenTelemetry.
 """
