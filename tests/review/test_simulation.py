@@ -46,8 +46,8 @@ OVER_99 = frozenset(
         "p=5% eval=(0.95,0.99) rate-limited/stratified 200 labels",
         "p=20% eval=(0.95,0.99) uniform/stratified 200 labels",
         "p=20% eval=(0.95,0.99) rate-limited/stratified 200 labels",
-        # Reviewers who never err, 40 pairs of labels: their error rate's truth, 0, lies on
-        # the edge, and any valid bound on it lies above.
+        # Reviewers who never err, 40 pairs of labels: their error's truth, 0, lies on the
+        # edge, any valid bound on it lies above, so the lower bound never misses.
         "p=5% eval=(0.3,0.8) uniform/stratified 200 labels 20% labelled twice",
     }
 )
