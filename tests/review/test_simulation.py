@@ -25,27 +25,10 @@ ENOUGH_SHOWN = 200
 
 OVER_99 = frozenset(
     {
-        # Most of the weight rests on a few labels of one route (route b at 1% evaluation
-        # and uniform review: about 6 labels of 200, 1.5 of 50, 58 of 2,000 at a 2% rate),
-        # so the estimate takes a handful of values.
-        "p=2% eval=(0.17,0.96) mixed/uniform 200 labels",
-        "p=2% eval=(0.3,0.8) mixed/uniform 50 labels",
-        "p=2% eval=(0.3,0.8) mixed/uniform 200 labels",
-        "p=2% eval=(0.8,0.9) mixed/uniform 2000 labels",
-        "p=2% eval=(0.95,0.99) mixed/uniform 50 labels",
-        "p=5% eval=(0.3,0.8) mixed/uniform 200 labels",
-        "p=10% eval=(0.17,0.96) mixed/uniform 200 labels",
-        "p=10% eval=(0.8,0.9) mixed/uniform 50 labels",
-        "p=10% eval=(0.8,0.9) mixed/uniform 200 labels",
-        # 50 labels for a 2% rate: one hallucination expected in all of them.
-        "p=2% eval=(0.8,0.9) rate-limited/uniform 50 labels",
-        # A near-perfect evaluator: the passed spans hold most of the weight and their
-        # labels are expected to show one hallucination or none.
-        "p=2% eval=(0.95,0.99) mixed/stratified 200 labels",
+        # A near-perfect evaluator at a 2% rate: the passed spans hold 97% of the weight and
+        # their labels show no hallucination in 82% of the seeds (0.2 expected); the same
+        # labels under mixed evaluation cover 98.9%.
         "p=2% eval=(0.95,0.99) rate-limited/stratified 200 labels",
-        "p=5% eval=(0.95,0.99) rate-limited/stratified 200 labels",
-        "p=20% eval=(0.95,0.99) uniform/stratified 200 labels",
-        "p=20% eval=(0.95,0.99) rate-limited/stratified 200 labels",
         # Reviewers who never err, 40 pairs of labels: their error's truth, 0, lies on the
         # edge, any valid bound on it lies above, so the lower bound never misses.
         "p=5% eval=(0.3,0.8) uniform/stratified 200 labels 20% labelled twice",
@@ -53,11 +36,10 @@ OVER_99 = frozenset(
 )
 """Where the interval covers more than 99% of the time: the issue's ceiling is missed.
 
-In each, the figure rests on labels expected to show about one event or none (a
-hallucination in a heavy stratum, a disagreement between reviewers). Seeds where none is
-seen are common, and an interval that stays valid for rates at which none would still be
-seen one time in twenty must then reach above the truth: no valid interval covers only
-95% there (docs/review.md). The floor, 93%, holds in them as everywhere.
+In each, the figure rests on labels expected to show no event in most seeds (a
+hallucination in the heaviest stratum, a disagreement between reviewers); there, an
+interval that stays valid for rates at which none would still be seen one time in twenty
+must reach above the truth. The floor, 93%, holds in them as everywhere.
 """
 
 
