@@ -133,6 +133,7 @@ def configure(
     review_target_half_width: float | None = None,
     review_initial_probability: float | None = None,
     review_annotation_name: str | None = None,
+    review_double_share: float | None = None,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     export: ExportOptions | None = None,

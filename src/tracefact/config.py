@@ -318,6 +318,10 @@ class ReviewOptions(_Group):
     """With a budget: π until the first hour of traffic has been seen."""
     annotation_name: str = Field(default="tracefact.review", min_length=1)
     """The annotation name people label selected spans under in Phoenix."""
+    double_share: float = Field(default=0.0, ge=0, le=1)
+    """The share of selected spans a second reviewer labels too: their disagreements
+    measure the reviewers' own error, which the corrected rate is then corrected for
+    (with 0 it is not measured, and the figure says so)."""
 
     @model_validator(mode="after")
     def _one_design(self) -> ReviewOptions:
@@ -343,6 +347,7 @@ class ReviewOptions(_Group):
             min_labels=self.min_labels,
             min_share=self.min_share,
             initial_probability=self.initial_probability,
+            double_share=self.double_share,
         )
 
 
@@ -525,6 +530,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("review_target_half_width", ("review", "target_half_width")),
         Setting("review_initial_probability", ("review", "initial_probability")),
         Setting("review_annotation_name", ("review", "annotation_name")),
+        Setting("review_double_share", ("review", "double_share")),
         # reading spans no convention covers
         Setting("span_mapping", None, env=None, argument=Callable[..., Any] | dict[str, Any]),
         Setting("contexts_from_prompt", None, env=None, argument=bool),

@@ -432,6 +432,9 @@ REVIEW_STRATUM = "tracefact.review.stratum"
 (REVIEW_VERDICTS) where review has no group_by."""
 REVIEW_SELECTED = "tracefact.review.selected"
 """Bool: selected for review (filter on it in a backend to find the spans to label)."""
+REVIEW_SECOND_REVIEWER = "tracefact.review.second_reviewer"
+"""Bool, on selected spans where review_double_share is set: a second reviewer labels it
+too (their disagreements measure the reviewers' own error)."""
 REVIEW_EVALUATOR = "tracefact.review.evaluator"
 """The evaluator whose verdict decided the stratum (the first one configured)."""
 REVIEW_VERDICT_HALLUCINATED: Final = "hallucinated"
@@ -440,7 +443,7 @@ REVIEW_VERDICT_NONE: Final = "none"
 """The stratum verdict of an evaluated span without a verdict (error, timeout...)."""
 REVIEW_VERDICTS = (REVIEW_VERDICT_HALLUCINATED, REVIEW_VERDICT_FACTUAL, REVIEW_VERDICT_NONE)
 REVIEW_LABEL_UNSURE: Final = "unsure"
-"""A human label that counts as pending (as does a tie between reviewers)."""
+"""A human label that counts as pending (a span's other reviewers' labels still count)."""
 REVIEW_LABELS = (REVIEW_VERDICT_HALLUCINATED, REVIEW_VERDICT_FACTUAL, REVIEW_LABEL_UNSURE)
 """The values a human label takes."""
 REVIEW_ANNOTATION_NAME: Final = "tracefact.review"

@@ -57,7 +57,9 @@ class Scenario:
     rate_change: bool = False
     """The true rate is half the scenario's in the first 12 hours, 1.5 times in the last."""
     reviewer_noise: float = 0.0
-    """The chance a person's label is the wrong one."""
+    """The chance a person's label is the wrong one (independent, alike for both answers)."""
+    double_share: float = 0.0
+    """The design's share of labelled spans a second reviewer labels too."""
     response: float = 1.0
     """The share of selected spans that ever get a label."""
 
@@ -72,6 +74,7 @@ class Scenario:
             f"route b eval={self.evaluator_b}" if self.evaluator_b else "",
             "rate change" if self.rate_change else "",
             f"{self.reviewer_noise:.0%} reviewer noise" if self.reviewer_noise else "",
+            f"{self.double_share:.0%} labelled twice" if self.double_share else "",
             f"{1 - self.response:.0%} never labelled" if self.response < 1 else "",
         ]
         return " ".join([text, *[e for e in extras if e]])
@@ -83,6 +86,8 @@ GRID = tuple(
         RATES, EVALUATORS, EVALUATION, REVIEW, LABELS
     )
 )
+DOUBLE_SHARE = 0.2
+"""With reviewer noise, the design has a fifth of the labelled spans labelled twice."""
 _STRESS_BASE = tuple(
     Scenario(rate, (0.3, 0.8), "uniform", "stratified", labels)
     for rate in (0.05, 0.10)
@@ -94,7 +99,8 @@ STRESS = tuple(
     for change in (
         {"evaluator_b": (0.9, 0.97)},
         {"rate_change": True},
-        {"reviewer_noise": 0.05},
+        {"reviewer_noise": 0.05, "double_share": DOUBLE_SHARE},
+        {"double_share": DOUBLE_SHARE},
         {"response": 0.7},
     )
 )
@@ -119,9 +125,6 @@ class Result:
     evaluator_only_coverage: float
     sensitivity: float
     specificity: float
-    heavy_empty: float
-    """Share of the shown figures with a stratum of 5% of the weight or more whose labels
-    show no hallucination."""
 
     @property
     def bias_ok(self) -> bool:
@@ -182,6 +185,32 @@ def design(s: Scenario) -> np.ndarray:
     return np.array([[pi[STRATA[2 * g + v]] for v in range(2)] for g in range(2)])
 
 
+def _people(
+    rng: np.random.Generator, labelled: np.ndarray, s: Scenario
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell: what people said, the spans labelled twice, and those whose labels differ.
+
+    What people said is the sum of the labelled spans' shares of labels saying
+    hallucinated. Each label is wrong with the scenario's noise, independently; a span
+    labelled twice counts as the share of its two labels (0, 1/2 or 1), as the ledger does.
+    """
+    e = s.reviewer_noise
+    if not e and not s.double_share:  # no draws: the other scenarios keep their seeds' draws
+        said_bad = labelled.astype(float)
+        said_bad[..., 0, :] = 0
+        return said_bad, 0 * labelled, 0 * labelled
+    doubled = rng.binomial(labelled, s.double_share)
+    single = labelled - doubled
+    wrong = rng.binomial(single, e)
+    both = rng.binomial(doubled, e * e)
+    one = rng.binomial(doubled - both, 2 * e * (1 - e) / (1 - e * e))
+    right = single - wrong + doubled - both - one
+    said_bad = 0.5 * one
+    said_bad[..., 0, :] += (wrong + both)[..., 0, :]  # factual calls called hallucinated
+    said_bad[..., 1, :] += right[..., 1, :]
+    return said_bad, doubled, one
+
+
 def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     rng = np.random.default_rng(seed)
     r = _sample_rates(s.evaluation)[None, :, :, None, None]  # seed, route, hour, y, verdict
@@ -204,10 +233,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     evaluated = rng.binomial(cells, np.broadcast_to(r, cells.shape))
     picked = rng.binomial(evaluated, np.broadcast_to(pi, cells.shape))
     labelled = rng.binomial(picked, s.response) if s.response < 1 else picked
-    wrong = rng.binomial(labelled, s.reviewer_noise) if s.reviewer_noise else 0 * labelled
-    said_bad = labelled.copy()
-    said_bad[..., 0, :] = wrong[..., 0, :]  # factual calls called hallucinated by mistake
-    said_bad[..., 1, :] -= wrong[..., 1, :]
+    said_bad, doubled, apart = _people(rng, labelled, s)
     w = 1 / r
     v = w / pi
 
@@ -223,6 +249,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     label_weight = by_stratum(labelled * v)
     label_weight_sq = by_stratum(labelled * v * v)
     bad_label_weight = by_stratum(said_bad * v)
+    pairs, disagreeing = by_stratum(doubled), by_stratum(apart)
     truth = bad.sum(axis=(1, 2)) / calls.sum(axis=(1, 2))
     flip = s.reviewer_noise
     noisy_truth = truth * (1 - flip) + (1 - truth) * flip
@@ -246,7 +273,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         [],
         [],
     )
-    sensitivities, specificities, empty = [], [], []
+    sensitivities, specificities = [], []
     for i in range(seeds):
         totals = {}
         for g in range(2):
@@ -260,13 +287,14 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
                     label_weight=float(label_weight[i, g, verdict]),
                     label_weight_squared=float(label_weight_sq[i, g, verdict]),
                     hallucinated_label_weight=float(bad_label_weight[i, g, verdict]),
+                    lowest_probability=float(pi[0, g, 0, 0, verdict]),
+                    highest_probability=float(pi[0, g, 0, 0, verdict]),
+                    reviewer_pairs=int(pairs[i, g, verdict]),
+                    disagreeing_pairs=int(disagreeing[i, g, verdict]),
                 )
                 totals[STRATA[2 * g + verdict]] = t
         c = corrected(totals)
         shown.append(c.shown)
-        empty.append(
-            c.shown and any(h.share >= 0.05 and h.labelled and h.rate == 0 for h in c.strata)
-        )
         estimates.append(c.rate if c.rate is not None else math.nan)
         lows.append(c.lower)
         highs.append(c.upper)
@@ -306,7 +334,6 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
         evaluator_only_coverage=float(np.mean(eval_held)),
         sensitivity=float(np.nanmean(sensitivities)),
         specificity=float(np.nanmean(specificities)),
-        heavy_empty=sum(empty) / count if count else 0.0,
     )
 
 

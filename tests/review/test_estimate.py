@@ -119,3 +119,47 @@ def test_no_evaluated_spans_say_so() -> None:
 def test_stratum_text_reads_back() -> None:
     for s in (Stratum("", "factual"), Stratum("checkout|gpt-4o", "hallucinated")):
         assert Stratum.parse(str(s)) == s
+
+
+def one_probability(evaluated: int, labels: int, hallucinated: int, pi: float) -> StratumTotals:
+    """A stratum whose every evaluated span was selected with `pi` (uniform review)."""
+    t = StratumTotals()
+    t.add_evaluated(10.0, evaluated, probability=pi)
+    t.add_selected(labels)
+    t.add_label(10.0, pi, True, hallucinated)
+    t.add_label(10.0, pi, False, labels - hallucinated)
+    return t
+
+
+def test_thin_strata_sharing_one_probability_are_estimated_together_and_shown() -> None:
+    # Uniform review at 2%: the flagged stratum (10% of the weight) gets 20 labels.
+    flagged, passed = one_probability(1000, 20, 12, 0.02), one_probability(9000, 180, 9, 0.02)
+    c = corrected({H: flagged, F: passed})
+    assert c.shown
+    assert c.rate == pytest.approx(21 / 200)  # one random sample of all evaluated spans
+    assert any("estimated together" in note for note in c.notes)
+    assert {s.stratum for s in c.strata} == {H, F}  # reported apart, for sensitivity
+    # The same labels under a design with two probabilities: nothing to pool, withheld.
+    other = one_probability(1000, 20, 12, 0.021)
+    assert not corrected({H: other, F: passed}).shown
+
+
+def test_pooling_depends_on_label_counts_never_their_values() -> None:
+    passed = one_probability(9000, 180, 9, 0.02)
+    for hallucinated in (0, 10, 20):
+        flagged = one_probability(1000, 20, hallucinated, 0.02)
+        assert corrected({H: flagged, F: passed}).shown
+        # passed spans selected with another π: the flagged stay alone, thin, withheld
+        assert not corrected({H: flagged, F: stratum(9000, 180, 9)}).shown
+
+
+def test_two_reviewers_disagreement_corrects_the_labels_rate() -> None:
+    # Every span evaluated and labelled; labels wrong one time in ten (d = 2e(1-e) = 0.18).
+    t = stratum(10_000, 10_000, 2_600, r=1, pi=1.0)
+    t.add_pairs(5_000, 900)
+    c = corrected({F: t})
+    assert c.reviewer_error.value == pytest.approx(0.1)
+    assert c.reviewer_error.lower < 0.1 < c.reviewer_error.upper
+    assert c.rate == pytest.approx((0.26 - 0.1) / 0.8)  # p(1-e) + (1-p)e = 0.26 at p = 0.2
+    assert c.lower < 0.2 < c.upper
+    assert any("reviewers err on 10.0%" in note for note in c.notes)

@@ -29,23 +29,36 @@ def only(ledger: Ledger, now: float | None = None) -> Any:
     return estimate
 
 
-def test_several_reviewers_by_majority_a_tie_is_pending() -> None:
+def test_several_reviewers_count_by_their_share_and_their_disagreement_is_measured() -> None:
     ledger = Ledger(min_labels=1)
     fill(ledger, 3)
     votes = {
-        0: ["hallucinated", "hallucinated", "factual"],  # hallucinated
-        1: ["hallucinated", "factual"],  # tie: pending
+        0: ["hallucinated", "hallucinated", "factual"],  # two thirds hallucinated
+        1: ["hallucinated", "factual"],  # one half
         2: ["unsure"],  # pending
     }
     for i, labels in votes.items():
         for n, label in enumerate(labels):
             ledger.add_label(Label(TRACE, span_id(i), label, f"r{n}", 1.0))
     estimate = only(ledger)
-    assert (estimate.corrected.labels, estimate.corrected.pending) == (1, 2)
-    assert estimate.corrected.rate == pytest.approx(1.0)
+    assert (estimate.corrected.labels, estimate.corrected.pending) == (2, 1)
     # agreeing pairs: span 0 has 1 of 3, span 1 has 0 of 1
     assert estimate.agreement.spans == 2
     assert estimate.agreement.rate == pytest.approx(1 / 4)
+    # 3 of 4 pairs apart: reviewers no better than chance, so the labels say nothing
+    error = estimate.corrected.reviewer_error
+    assert error.value == pytest.approx(0.5)
+    assert (estimate.corrected.lower, estimate.corrected.upper) == (0.0, 1.0)
+
+
+def test_one_reviewer_per_span_leaves_their_error_unmeasured_and_says_so() -> None:
+    ledger = Ledger(min_labels=1)
+    fill(ledger, 2)
+    ledger.add_label(Label(TRACE, span_id(0), "hallucinated", "ana", 1.0))
+    ledger.add_label(Label(TRACE, span_id(1), "factual", "ben", 1.0))
+    c = only(ledger).corrected
+    assert c.rate == pytest.approx(0.5) and c.reviewer_error.value is None
+    assert any("not measured" in note for note in c.notes)
 
 
 def test_a_reviewers_latest_label_wins() -> None:

@@ -68,3 +68,29 @@ def test_review_settings_from_the_environment_and_the_collector_yaml() -> None:
     )
     assert config.evaluation.review.probabilities == {"*": 0.1}
     assert config.evaluation.review.sampler() is not None
+
+
+def test_a_share_of_the_selected_spans_is_marked_for_a_second_reviewer(spans: Spans) -> None:
+    spans.reconfigure(
+        evaluators=[ScriptedEvaluator()],
+        review_probabilities={"hallucinated": 1.0, "factual": 0.0},
+        review_double_share=0.5,
+    )
+    for _ in range(40):
+        answer("hallucinated")
+        answer("ok")
+    chosen = [s.attributes for s in spans.all() if s.attributes[semconv.REVIEW_SELECTED]]
+    passed = [s.attributes for s in spans.all() if not s.attributes[semconv.REVIEW_SELECTED]]
+    assert len(chosen) == 40 and len(passed) == 40
+    second = [a[semconv.REVIEW_SECOND_REVIEWER] for a in chosen]
+    assert 5 < sum(second) < 35  # about half, drawn on the span id
+    assert not any(semconv.REVIEW_SECOND_REVIEWER in a for a in passed)
+
+
+def test_no_second_reviewer_unless_configured(spans: Spans) -> None:
+    spans.reconfigure(evaluators=[ScriptedEvaluator()], review_probabilities={"*": 1.0})
+    answer("hallucinated")
+    (span,) = spans.all()
+    assert span.attributes[semconv.REVIEW_SELECTED] is True
+    assert semconv.REVIEW_SECOND_REVIEWER not in span.attributes
+    assert resolve({}, {}, {"TRACEFACT_REVIEW_DOUBLE_SHARE": "0.2"}).review.double_share == 0.2

@@ -2,9 +2,18 @@
 
 The whole grid (4 rates x 4 evaluators x 3 evaluation samplings x 2 review designs x 3
 label counts) and the stress cases: about a minute and a half on two cores.
+
+The issue's targets, as written: wherever a figure is shown, the interval covers the true
+rate of all simulated traffic 93-99% of the time (reviewer noise included: the design
+has a fifth of the labelled spans labelled twice); the mean estimate is within max(5%
+relative, 3 Monte Carlo standard errors) of the truth; no seed withheld at 2,000 labels,
+at most 5% at 200 labels for rates of 5% or more (labels that came: with 30% of the
+selections never labelled, 200 selected give 140).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -14,34 +23,40 @@ SCENARIOS = tuple(enumerate(GRID + STRESS))
 ENOUGH_SHOWN = 200
 """Fewer shown figures than this say too little about coverage to test it (±1.5 points)."""
 
+OVER_99 = frozenset(
+    {
+        # A near-perfect evaluator at a 2% rate: the passed spans hold 97% of the weight and
+        # their labels show no hallucination in 82% of the seeds (0.2 expected); the same
+        # labels under mixed evaluation cover 98.9%.
+        "p=2% eval=(0.95,0.99) rate-limited/stratified 200 labels",
+        # Reviewers who never err, 40 pairs of labels: their error's truth, 0, lies on the
+        # edge, any valid bound on it lies above, so the lower bound never misses.
+        "p=5% eval=(0.3,0.8) uniform/stratified 200 labels 20% labelled twice",
+    }
+)
+"""Where the interval covers more than 99% of the time: the issue's ceiling is missed.
 
-def most_coverage(r: Result) -> float:
-    """0.99; 1 where the interval rests on a heavy stratum that shows no hallucination.
-
-    With a near-perfect evaluator (95% caught, 1% of factual flagged) and a few hundred
-    labels of passed spans, a stratum of them shows none in most seeds, and its Wilson bound
-    at 0 sits above the truth whatever it is: the interval is valid, and wider than it need
-    be.
-    """
-    return 1.0 if r.heavy_empty > 0.5 else 0.99
+In each, the figure rests on labels expected to show no event in most seeds (a
+hallucination in the heaviest stratum, a disagreement between reviewers); there, an
+interval that stays valid for rates at which none would still be seen one time in twenty
+must reach above the truth. The floor, 93%, holds in them as everywhere.
+"""
 
 
 def check(r: Result) -> None:
     s = r.scenario
     if r.shown >= ENOUGH_SHOWN:
-        # With reviewer noise the labels measure another rate: the one people's labels
-        # give (the true rate moved toward one half); the interval is about that one.
-        coverage = r.noisy_coverage if s.reviewer_noise else r.coverage
-        assert 0.93 <= coverage <= most_coverage(r), r
-        if not s.reviewer_noise:
-            assert r.bias_ok, r
-    # How often a figure is withheld is the design's business: tracefact's own design
-    # (stratified from a budget) is held to it; uniform review is only reported.
-    if s.review == "stratified" and s.response == 1:
-        if s.labels >= 2000:
-            assert r.withheld == 0, r
-        if s.labels >= 200 and s.rate >= 0.05:
-            assert r.withheld <= 0.05, r
+        assert r.coverage >= 0.93, r
+        if s.name in OVER_99:
+            assert r.coverage > 0.99, f"no longer over 99%: take it off OVER_99: {r}"
+        else:
+            assert r.coverage <= 0.99, r
+        assert r.bias_ok, r
+    labels = s.labels * s.response
+    if labels >= 2000:
+        assert r.withheld == 0, r
+    if labels >= 200 and s.rate >= 0.05:
+        assert r.withheld <= 0.05, r
 
 
 @pytest.mark.parametrize(("index", "scenario"), SCENARIOS, ids=[s.name for _, s in SCENARIOS])
@@ -58,8 +73,18 @@ def test_the_evaluator_alone_misses_the_true_rate_the_correction_finds() -> None
     assert r.median_width < r.labels_only_width * 1.1, r
 
 
-def test_reviewer_noise_moves_the_rate_toward_one_half() -> None:
-    """Labels with 5% errors measure p(1-0.05) + (1-p)0.05, not p: said in the docs."""
+def test_without_doubly_labelled_spans_reviewer_noise_moves_the_rate_toward_one_half() -> None:
+    """One reviewer per span cannot measure their error (the figure says so).
+
+    Labels with 5% errors measure p(1-0.05) + (1-p)0.05, not p.
+    """
     scenario = Scenario(0.05, (0.3, 0.8), "uniform", "stratified", 2000, reviewer_noise=0.05)
     r = simulate(scenario, seed=11, seeds=200)
     assert r.coverage < 0.5 < r.noisy_coverage, r
+
+
+def test_doubly_labelled_spans_bring_the_interval_back_to_the_true_rate() -> None:
+    noisy = Scenario(0.05, (0.3, 0.8), "uniform", "stratified", 2000, reviewer_noise=0.05)
+    r = simulate(noisy, seed=11, seeds=200)
+    doubled = simulate(replace(noisy, double_share=0.2), seed=11, seeds=200)
+    assert doubled.coverage > 0.9 > r.coverage, (r, doubled)

@@ -129,17 +129,16 @@ def _spread(rate: float) -> float:
     return math.sqrt(rate * (1 - rate))
 
 
-def selected(span_id: int, probability: float) -> bool:
+def selected(span_id: int, probability: float, person: bytes = b"tf.review") -> bool:
     """Whether a span is selected: a hash of its id below its probability.
 
     Deterministic (a replayed span is selected alike), independent of the evaluation
-    sampler's draw on the trace id.
+    sampler's draw on the trace id; another `person` gives an independent draw (a second
+    reviewer).
     """
     if probability >= 1.0:
         return True
-    digest = hashlib.blake2b(
-        span_id.to_bytes(8, "big"), digest_size=8, person=b"tf.review"
-    ).digest()
+    digest = hashlib.blake2b(span_id.to_bytes(8, "big"), digest_size=8, person=person).digest()
     return int.from_bytes(digest, "big") / 2.0**64 < probability
 
 
@@ -161,6 +160,7 @@ class ReviewSampler:
         min_labels: int = 30,
         min_share: float = 0.05,
         initial_probability: float = 0.05,
+        double_share: float = 0.0,
         clock: Clock = SYSTEM,
     ) -> None:
         if (probabilities is None) == (labels_per_day is None):
@@ -172,6 +172,7 @@ class ReviewSampler:
         self.min_labels = min_labels
         self.min_share = min_share
         self.initial_probability = initial_probability
+        self.double_share = double_share
         self.clock = clock
         # The lock guards the hourly counts and the allocation; every step is a few sums.
         self._lock = threading.Lock()
@@ -213,12 +214,18 @@ class ReviewSampler:
                 sums[0] += weight
                 sums[1] += 1
         probability = self.probability(stratum)
-        return {
+        chosen = selected(span_id, probability)
+        review: dict[str, Any] = {
             semconv.REVIEW_EVALUATOR: verdict_of(attributes)[0],
             semconv.REVIEW_STRATUM: str(stratum),
             semconv.REVIEW_PROBABILITY: probability,
-            semconv.REVIEW_SELECTED: selected(span_id, probability),
+            semconv.REVIEW_SELECTED: chosen,
         }
+        if self.double_share > 0 and chosen:
+            review[semconv.REVIEW_SECOND_REVIEWER] = selected(
+                span_id, self.double_share, b"tf.review.2"
+            )
+        return review
 
     def _reallocate(self) -> None:
         """Allocate the day's budget from the past day's counts, once an hour at most."""

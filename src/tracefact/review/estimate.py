@@ -17,9 +17,15 @@ traffic), and the strata combine by MOVER (Zou and Donner 2008), with the phase-
 between strata added on both sides. Wilson per stratum keeps it valid when a stratum shows
 no hallucination; Wald would not (with 50 labels it covers a 2% rate a third of the time).
 
+Strata selected with one and the same π (uniform review) are post-strata of one random
+sample: a thin one is pooled with those that share its π (`pooled_strata`). Where two
+reviewers labelled some spans, their disagreements measure the reviewers' error e, and the
+rate is corrected for it (`reviewer_error`); where none did, a note says it is not measured.
+
 Whether a figure is shown depends on the design only, never on the labels' values: a stratum
-holding at least `min_share` of the window's weight with fewer than `min_labels` labels
-withholds it, with the reason. tests/review/test_simulation.py measures the coverage.
+the estimate uses holding at least `min_share` of the window's weight with fewer than
+`min_labels` labels withholds it, with the reason. tests/review/test_simulation.py
+measures the coverage.
 
 Everything adds up (`StratumTotals.merge`); pure Python, no OpenTelemetry.
 """
@@ -33,6 +39,7 @@ from statistics import NormalDist
 
 from tracefact import semconv
 from tracefact.monitor.estimator import wilson
+from tracefact.review.design import label_floor
 from tracefact.review.strata import Stratum
 
 VERDICT_HALLUCINATED = semconv.REVIEW_VERDICT_HALLUCINATED
@@ -55,26 +62,50 @@ class StratumTotals:
     """Σ w/π over labelled spans."""
     label_weight_squared: float = 0.0
     hallucinated_label_weight: float = 0.0
-    """Σ (w/π)·y over labelled spans."""
+    """Σ (w/π)·y over labelled spans (y: the share of a span's reviewers saying hallucinated)."""
+    lowest_probability: float = math.inf
+    """The least π its evaluated spans were selected with."""
+    highest_probability: float = -math.inf
+    reviewer_pairs: int = 0
+    """Pairs of decided labels by two reviewers on one span."""
+    disagreeing_pairs: int = 0
 
-    def add_evaluated(self, weight: float, count: int = 1) -> None:
+    def add_evaluated(self, weight: float, count: int = 1, probability: float = math.nan) -> None:
+        """`count` evaluated spans of weight 1/r, selected with `probability` π."""
         self.evaluated += count
         self.weight += count * weight
         self.weight_excess += count * weight * (weight - 1)
+        if not math.isnan(probability):
+            self.lowest_probability = min(self.lowest_probability, probability)
+            self.highest_probability = max(self.highest_probability, probability)
 
     def add_selected(self, count: int = 1) -> None:
         self.selected += count
 
     def add_label(
-        self, weight: float, probability: float, hallucinated: bool, count: int = 1
+        self, weight: float, probability: float, hallucinated: float, count: int = 1
     ) -> None:
-        """A selected span's human label (a decided one: unsure stays pending)."""
+        """A selected span's human label (unsure alone stays pending).
+
+        `hallucinated`: the share of its reviewers' decided labels saying so (1 or 0 for one).
+        """
         v = weight / probability
         self.labelled += count
         self.label_weight += count * v
         self.label_weight_squared += count * v * v
-        if hallucinated:
-            self.hallucinated_label_weight += count * v
+        self.hallucinated_label_weight += count * v * hallucinated
+
+    def add_pairs(self, pairs: int, disagreeing: int) -> None:
+        """Two reviewers' decided labels on one span, `pairs` times, `disagreeing` of them apart."""
+        self.reviewer_pairs += pairs
+        self.disagreeing_pairs += disagreeing
+
+    @property
+    def probability(self) -> float | None:
+        """The one π all its evaluated spans were selected with; None if several or unknown."""
+        if self.lowest_probability == self.highest_probability:
+            return self.lowest_probability
+        return None
 
     def merge(self, other: StratumTotals) -> None:
         self.evaluated += other.evaluated
@@ -85,6 +116,10 @@ class StratumTotals:
         self.label_weight += other.label_weight
         self.label_weight_squared += other.label_weight_squared
         self.hallucinated_label_weight += other.hallucinated_label_weight
+        self.lowest_probability = min(self.lowest_probability, other.lowest_probability)
+        self.highest_probability = max(self.highest_probability, other.highest_probability)
+        self.reviewer_pairs += other.reviewer_pairs
+        self.disagreeing_pairs += other.disagreeing_pairs
 
     @property
     def pending(self) -> int:
@@ -145,6 +180,8 @@ class Corrected:
     labels_needed: Mapping[Stratum, int] = field(default_factory=dict)
     """More labels per stratum to bring the half-width to the target, best allocated."""
     target_half_width: float = 0.0
+    reviewer_error: Bounded = Bounded(None, 0.0, 0.5)
+    """The chance a reviewer's label is wrong, from doubly labelled spans; None unmeasured."""
 
     @property
     def shown(self) -> bool:
@@ -177,22 +214,66 @@ def corrected(
         return Corrected(
             None, 0.0, 1.0, "no evaluated spans", (), empty, empty, None, labels, pending
         )
-    strata = tuple(
+    strata = _estimates(totals, total, z)
+    pooled = pooled_strata(totals, min_labels)
+    used = _estimates(pooled, total, z)
+    labels_rate = sum(s.share * s.rate for s in used)
+    between = _between(used, pooled, labels_rate, total)
+    spread = z * z * between  # on the scale of the squared distances to the bounds
+    lower = labels_rate - math.sqrt(sum((s.share * (s.rate - s.lower)) ** 2 for s in used) + spread)
+    upper = labels_rate + math.sqrt(sum((s.share * (s.upper - s.rate)) ** 2 for s in used) + spread)
+    lower, upper = max(0.0, min(labels_rate, lower)), min(1.0, max(labels_rate, upper))
+    error = reviewer_error(totals, z)
+    rate, lower, upper = _denoised(labels_rate, lower, upper, error)
+    flagged = sum(s.share for s in strata if s.stratum.verdict == VERDICT_HALLUCINATED)
+    judged = sum(s.share for s in strata if s.stratum.verdict != VERDICT_NONE)
+    return Corrected(
+        rate,
+        lower,
+        upper,
+        _withheld(used, labels, min_labels, min_share),
+        strata,
+        _agreement(strata, VERDICT_HALLUCINATED, positive=True),
+        _agreement(strata, VERDICT_FACTUAL, positive=False),
+        flagged / judged if judged > 0 else None,
+        labels,
+        pending,
+        _notes(labels, pending, strata, used, error),
+        labels_needed(strata, between, z, target_half_width),
+        target_half_width,
+        error,
+    )
+
+
+def _estimates(
+    totals: Mapping[Stratum, StratumTotals], total: float, z: float
+) -> tuple[StratumEstimate, ...]:
+    return tuple(
         _stratum(stratum, t, total, z, _pooled(totals, stratum.verdict))
         for stratum, t in sorted(totals.items())
         if t.weight > 0
     )
-    rate = sum(s.share * s.rate for s in strata)
-    # The phase-1 spread between strata: how the evaluated spans happened to fall in them.
-    between = sum(totals[s.stratum].weight_excess * (s.rate - rate) ** 2 for s in strata) / (
+
+
+def _between(
+    used: tuple[StratumEstimate, ...],
+    totals: Mapping[Stratum, StratumTotals],
+    rate: float,
+    total: float,
+) -> float:
+    """The phase-1 spread between strata: how the evaluated spans happened to fall in them."""
+    return sum(totals[s.stratum].weight_excess * (s.rate - rate) ** 2 for s in used) / (
         total * total
     )
-    spread = z * z * between  # on the scale of the squared distances to the bounds
-    lower = rate - math.sqrt(sum((s.share * (s.rate - s.lower)) ** 2 for s in strata) + spread)
-    upper = rate + math.sqrt(sum((s.share * (s.upper - s.rate)) ** 2 for s in strata) + spread)
-    lower, upper = max(0.0, min(rate, lower)), min(1.0, max(rate, upper))
-    flagged = sum(s.share for s in strata if s.stratum.verdict == VERDICT_HALLUCINATED)
-    judged = sum(s.share for s in strata if s.stratum.verdict != VERDICT_NONE)
+
+
+def _notes(
+    labels: int,
+    pending: int,
+    strata: tuple[StratumEstimate, ...],
+    used: tuple[StratumEstimate, ...],
+    error: Bounded,
+) -> tuple[str, ...]:
     notes = []
     response = labels / (labels + pending) if labels + pending else None
     if response is not None and response < MIN_RESPONSE_RATE:
@@ -200,21 +281,125 @@ def corrected(
             f"{response:.0%} of the selected spans are labelled: the figure assumes the "
             "labelled ones are a random subset of the selected ones in each stratum"
         )
-    return Corrected(
-        rate,
-        lower,
-        upper,
-        _withheld(strata, labels, min_labels, min_share),
-        strata,
-        _agreement(strata, VERDICT_HALLUCINATED, positive=True),
-        _agreement(strata, VERDICT_FACTUAL, positive=False),
-        flagged / judged if judged > 0 else None,
-        labels,
-        pending,
-        tuple(notes),
-        labels_needed(strata, between, z, target_half_width),
-        target_half_width,
+    merged = [str(s.stratum) for s in used if s.stratum not in {t.stratum for t in strata}]
+    if merged:
+        notes.append(
+            f"estimated together (one review probability, too few labels apart): "
+            f"{', '.join(merged)}"
+        )
+    if error.value is None:
+        notes.append(
+            "no span has two reviewers' labels, so the reviewers' own error is not "
+            "measured: the figure is the rate their labels give"
+        )
+    else:
+        notes.append(
+            f"reviewers err on {error.value:.1%} [{error.lower:.1%}, {error.upper:.1%}] of "
+            "labels, from their disagreements (taken as independent and alike for both "
+            "answers); the figure is corrected for it"
+        )
+    return tuple(notes)
+
+
+def pooled_strata(
+    totals: Mapping[Stratum, StratumTotals], min_labels: int
+) -> dict[Stratum, StratumTotals]:
+    """The strata the estimate uses: thin ones that share one π with others, pooled.
+
+    Strata whose spans were all selected with the same π are one random sample of their
+    evaluated spans together (uniform review is one), so they can be estimated as one
+    (post-stratification collapsing thin strata, Särndal et al. 7.10). Where one of them
+    is thin, a group's verdicts are pooled first, then the groups. Thin is foremost
+    expecting too few labels (π times its evaluated spans below `label_floor`, which falls
+    short of `min_labels` one time in a hundred): a decision on how many labels came
+    would lean the pooled rate toward the other strata's (given fewer labels than
+    expected in one), so it only decides in that rare remainder. Never the labels' values.
+    """
+    out: dict[Stratum, StratumTotals] = {}
+    by_probability: dict[float, list[Stratum]] = {}
+    for stratum, t in totals.items():
+        if t.weight <= 0:
+            continue
+        if t.probability is None or t.probability <= 0:
+            out[stratum] = t
+        else:
+            by_probability.setdefault(t.probability, []).append(stratum)
+    for members in by_probability.values():
+        by_group: dict[str, list[Stratum]] = {}
+        for stratum in members:
+            by_group.setdefault(stratum.group, []).append(stratum)
+        level: dict[Stratum, StratumTotals] = {}
+        for group in by_group.values():
+            level |= _pool({h: totals[h] for h in group}, min_labels)
+        out |= _pool(level, min_labels)
+    return out
+
+
+def _pool(totals: Mapping[Stratum, StratumTotals], min_labels: int) -> dict[Stratum, StratumTotals]:
+    """`totals` as they are, or as one stratum where one of several is thin."""
+    floor = label_floor(min_labels)
+    thin = [t for t in totals.values() if _expected_labels(t) < floor or t.labelled < min_labels]
+    if len(totals) < 2 or not thin:
+        return dict(totals)
+    whole = StratumTotals()
+    for t in totals.values():
+        whole.merge(t)
+    groups = sorted({h.group for h in totals})
+    verdicts = sorted({v for h in totals for v in h.verdict.split("+")})
+    return {Stratum("+".join(groups), "+".join(verdicts)): whole}
+
+
+def _expected_labels(t: StratumTotals) -> float:
+    return (t.probability or 0.0) * t.evaluated
+
+
+def reviewer_error(totals: Mapping[Stratum, StratumTotals], z: float) -> Bounded:
+    """The chance a reviewer's label is wrong, from how often two reviewers disagree.
+
+    With errors independent and alike for hallucinated and factual spans (chance e), two
+    labels of one span disagree with chance d = 2e(1-e), so e = (1 - √(1-2d))/2; its
+    interval maps Wilson's for d. None where no span has two reviewers' labels.
+    """
+    pairs = sum(t.reviewer_pairs for t in totals.values())
+    if pairs == 0:
+        return Bounded(None, 0.0, 0.5)
+    apart = sum(t.disagreeing_pairs for t in totals.values()) / pairs
+    low, high = wilson(apart, pairs, z)
+    return Bounded(_error(apart), _error(low), _error(high))
+
+
+def _error(disagreement: float) -> float:
+    return (1 - math.sqrt(max(0.0, 1 - 2 * disagreement))) / 2
+
+
+def _denoised(
+    rate: float, lower: float, upper: float, error: Bounded
+) -> tuple[float, float, float]:
+    """The true rate p = (q - e)/(1 - 2e) from the labels' rate q and the error e.
+
+    Its bounds combine q's and e's (independent estimates) by MOVER: p rises with q, and
+    falls with e while q is below one half. Unchanged where e is not measured.
+    """
+    if error.value is None:
+        return rate, lower, upper
+    e = error.value
+    if error.upper >= 0.5:  # the labels may carry nothing of the truth
+        return (min(1.0, max(0.0, _true(rate, e))) if e < 0.5 else rate), 0.0, 1.0
+    point = min(1.0, max(0.0, _true(rate, e)))
+    toward_low, toward_high = (
+        (error.upper, error.lower) if rate < 0.5 else (error.lower, error.upper)
     )
+    low = _true(rate, e) - math.hypot(
+        _true(rate, e) - _true(lower, e), _true(rate, e) - _true(rate, toward_low)
+    )
+    high = _true(rate, e) + math.hypot(
+        _true(upper, e) - _true(rate, e), _true(rate, toward_high) - _true(rate, e)
+    )
+    return point, max(0.0, min(point, low)), min(1.0, max(point, high))
+
+
+def _true(labels_rate: float, error: float) -> float:
+    return (labels_rate - error) / (1 - 2 * error)
 
 
 def _pooled(totals: Mapping[Stratum, StratumTotals], verdict: str) -> float:
@@ -258,16 +443,19 @@ SMALL_COUNT = 5.0
 
 
 def rate_interval(rate: float, n: float, z: float) -> tuple[float, float]:
-    """Wilson's interval, its lower bound no higher than Poisson's exact one for few events.
+    """Wilson's interval, its lower bound no higher than a Poisson one for few events.
 
     Wilson's lower bound undercovers when the count x = rate·n is small (Brown, Cai and
-    DasGupta 2001 modify it for x ≤ 3); here it is capped by the exact Poisson bound
-    Γ⁻¹(α/2; x)/n below `SMALL_COUNT` events.
+    DasGupta 2001 modify it for x ≤ 3 with a Poisson bound); here it is capped by the
+    one-sided Poisson bound Γ⁻¹(α; x)/n below `SMALL_COUNT` events. Not the two-sided
+    exact one, Γ⁻¹(α/2; x)/n: combined across strata that one left the rate's interval
+    covering over 99% of the time wherever a heavy stratum showed one to four
+    hallucinations (tests/review/test_simulation.py).
     """
     lower, upper = wilson(rate, n, z)
     events = rate * n
     if 0 < events < SMALL_COUNT:
-        tail = 1 - NormalDist().cdf(z)
+        tail = 2 * (1 - NormalDist().cdf(z))
         lower = min(lower, _gamma_quantile(events, tail) / n)
     return lower, upper
 

@@ -4,9 +4,10 @@ Evaluated spans are kept as sums per (evaluator, stratum, hour of their end time
 week of traffic costs a few numbers per stratum; selected spans are kept one by one (the
 label budget bounds them), and labels by span id. A label counts in its span's window
 however late it comes, so a late label revises past windows. Labels are `hallucinated`,
-`factual` or `unsure`; several reviewers of one span are reduced to one label by majority
-(a tie is unsure), and their agreement on doubly labelled spans is reported. A label for
-a span that was not selected is kept and counted, never used for the estimate.
+`factual` or `unsure`; a span labelled by several reviewers counts as the share of them
+saying hallucinated, and their disagreement on doubly labelled spans measures (and
+corrects for) the reviewers' own error. A label for a span that was not selected is kept
+and counted, never used for the estimate.
 
 `tracefact report` and `tracefact labels` build one from a spans file and a labels file;
 it holds nothing a restart would lose that those files do not.
@@ -60,6 +61,8 @@ class Selection:
     selected: bool
     time: float
     """Unix seconds: when the span ended."""
+    second_reviewer: bool = False
+    """Selected for a second reviewer's label too."""
 
 
 def selection_of(
@@ -86,6 +89,7 @@ def selection_of(
         1.0 / rate,
         attributes.get(semconv.REVIEW_SELECTED) is True,
         time,
+        attributes.get(semconv.REVIEW_SECOND_REVIEWER) is True,
     )
 
 
@@ -167,18 +171,19 @@ class _Labelled:
         if old is None or label.time >= old.time:
             self.by_reviewer[label.reviewer] = label
 
-    def decided(self) -> bool | None:
-        """The majority label (True: hallucinated); None for unsure, a tie or nothing."""
-        votes = Counter(label.label for label in self.by_reviewer.values())
-        ranked = votes.most_common()
-        if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
-            return None
-        top = ranked[0][0]
-        return (
-            None
-            if top == semconv.REVIEW_LABEL_UNSURE
-            else top == semconv.REVIEW_VERDICT_HALLUCINATED
-        )
+    def share(self) -> float | None:
+        """The share of its decided labels saying hallucinated; None for unsure or nothing.
+
+        Not a majority: with each label wrong with the same chance e, the share has the
+        same expectation p(1-2e)+e however many reviewers a span has, which is what lets
+        the estimate correct for e (a majority of two would err e² of the time, one e).
+        """
+        decided = [
+            label.label == semconv.REVIEW_VERDICT_HALLUCINATED
+            for label in self.by_reviewer.values()
+            if label.label != semconv.REVIEW_LABEL_UNSURE
+        ]
+        return sum(decided) / len(decided) if decided else None
 
     def pairs(self) -> tuple[int, int]:
         """(agreeing pairs, pairs) among the decided labels."""
@@ -235,7 +240,9 @@ class Ledger:
         with self._lock:
             self._newest = max(self._newest, selection.time)
             key = (selection.evaluator, selection.stratum, hour)
-            self._hours.setdefault(key, StratumTotals()).add_evaluated(selection.weight)
+            self._hours.setdefault(key, StratumTotals()).add_evaluated(
+                selection.weight, probability=selection.probability
+            )
             if selection.selected:
                 self._selected[selection.span_id] = selection
 
@@ -276,10 +283,11 @@ class Ledger:
                 labelled = self._labels.get(selection.span_id)
                 if labelled is None:
                     continue
-                verdict = labelled.decided()
-                if verdict is not None:
-                    t.add_label(selection.weight, selection.probability, verdict)
+                share = labelled.share()
+                if share is not None:
+                    t.add_label(selection.weight, selection.probability, share)
                 a, p = labelled.pairs()
+                t.add_pairs(p, p - a)
                 name = selection.evaluator
                 agree[name], pairs[name] = agree.get(name, 0) + a, pairs.get(name, 0) + p
                 doubled[name] = doubled.get(name, 0) + (p > 0)

@@ -78,6 +78,7 @@ def review_records(spans: Iterable[JudgedSpan], summary: Export) -> Iterator[dic
                 "stratum": str(record.stratum),
                 "probability": record.probability,
                 "sample_rate": 1.0 / record.weight,
+                "second_reviewer": record.second_reviewer,
             },
             "label": None,
         }

@@ -84,6 +84,7 @@ def as_json(estimate: ReviewEstimate) -> dict[str, Any]:
         "sensitivity": [c.sensitivity.value, c.sensitivity.lower, c.sensitivity.upper],
         "specificity": [c.specificity.value, c.specificity.lower, c.specificity.upper],
         "agreement": {"spans": estimate.agreement.spans, "rate": estimate.agreement.rate},
+        "reviewer_error": [c.reviewer_error.value, c.reviewer_error.lower, c.reviewer_error.upper],
         "unselected_labels": estimate.unselected_labels,
         "labels_needed": {str(s): n for s, n in c.labels_needed.items()},
         "notes": list(c.notes),
