@@ -46,6 +46,7 @@ from tracefact.conventions.documents import DocumentStore
 from tracefact.evaluators.base import Evaluator
 from tracefact.export import ExportProcessor, Unreachable
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
+from tracefact.instrument.pending import set_owner
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
@@ -240,6 +241,8 @@ def configure(
             switch = _SwitchProcessor(processor)
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
+        switch = _installation.switch
+        set_owner(provider, switch if _finishes_content(processor) else None)
         old_endpoint, _installation.endpoint = _installation.endpoint, scraped
         if not _atexit_registered:
             _register_exit_hook(shutdown)
@@ -250,6 +253,21 @@ def configure(
     if scraped is not None:
         _serve(scraped, settings.prometheus)
     return provider
+
+
+def _finishes_content(processor: SpanProcessor) -> bool:
+    """Whether every span `processor` hands on has its pending content finished first.
+
+    tracefact's own stages do (`instrument.pending`); anything else, a console exporter
+    included, gets content finished as it is recorded.
+    """
+    if isinstance(processor, (ExportProcessor, _NoopProcessor)):
+        return True
+    if isinstance(processor, EvaluationProcessor):
+        return _finishes_content(processor.downstream)
+    if isinstance(processor, SynchronousMultiSpanProcessor):
+        return all(_finishes_content(p) for p in processor._span_processors)
+    return False
 
 
 def _evaluation_processor(

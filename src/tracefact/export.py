@@ -28,6 +28,7 @@ from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
 from tracefact._retry import Attempt
+from tracefact.instrument.pending import finished
 from tracefact.pipeline.metrics import process_metrics
 
 logger = logging.getLogger("tracefact")
@@ -40,7 +41,11 @@ _DROP_REASONS: dict[str, str] = {
 
 
 class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
-    """The export stage's transport: a batch is one export call; a loss is counted."""
+    """The export stage's transport: a batch is one export call; a loss is counted.
+
+    Content left pending on the application's thread is finished here, on the export
+    thread, before the exporter sees it (`instrument.pending`).
+    """
 
     def __init__(self, exporter: SpanExporter, dropped: Callable[[str, int], None]) -> None:
         self.exporter = exporter
@@ -49,7 +54,7 @@ class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
     def requests(
         self, batch: list[ReadableSpan]
     ) -> Iterable[tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]]:
-        return [(batch, batch)]
+        return [(batch, [finished(span) for span in batch])]
 
     def send(self, request: Sequence[ReadableSpan], timeout: float | None) -> Attempt:
         try:

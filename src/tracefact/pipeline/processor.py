@@ -37,6 +37,7 @@ from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
 from tracefact.instrument.grounding import grounding_attributes, grounding_documents
+from tracefact.instrument.pending import finished
 from tracefact.pipeline.core import Pipeline
 from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
@@ -207,6 +208,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
         elif not live and (nested_in := self._nested_in(span)) is not None:
             pipeline.deliver(record, span, nested(nested_in))  # recognised only as it ends
         else:
+            if semconv.CONTENT_PENDING in attributes:  # what is judged is what is exported
+                span = finished(span)
+                record = SdkRecord(span, plain_attributes(span))
             grounding = () if live else grounding_documents()
             pipeline.evaluate(record, span, admitted, grounding)
         if self._stored_traces:
