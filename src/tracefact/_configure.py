@@ -64,11 +64,24 @@ class _NoopProcessor(SpanProcessor):
 
 
 class _SwitchProcessor(WrapperSpanProcessor):
-    """The one processor tracefact adds to a provider; what it forwards to can be replaced."""
+    """The one processor tracefact adds to a provider; what it forwards to can be replaced.
+
+    Its `on_start` and `on_end` are those of the processor behind it: a span costs the
+    switch no call of its own.
+    """
+
+    def __init__(self, downstream: SpanProcessor) -> None:
+        super().__init__(downstream)
+        self._bind(downstream)
 
     def replace(self, new: SpanProcessor) -> SpanProcessor:
         old, self.downstream = self.downstream, new
+        self._bind(new)
         return old
+
+    def _bind(self, processor: SpanProcessor) -> None:
+        self.on_start = processor.on_start  # type: ignore[method-assign]
+        self.on_end = processor.on_end  # type: ignore[method-assign]
 
 
 class _Installation:

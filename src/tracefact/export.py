@@ -23,6 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import TraceFlags
 
 from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
@@ -113,9 +114,10 @@ class ExportProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.context is None or not span.context.trace_flags.sampled:
+        context = span.context
+        if context is None or not context.trace_flags & TraceFlags.SAMPLED:
             return
-        refused = self._sender.submit(span)
+        refused = self._sender.offer(span)
         if refused is not None:
             self._dropped(_DROP_REASONS[refused], 1)
 

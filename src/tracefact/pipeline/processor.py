@@ -36,6 +36,7 @@ from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
+from tracefact.export import ExportProcessor
 from tracefact.instrument.grounding import grounding_attributes, grounding_documents
 from tracefact.instrument.pending import finished
 from tracefact.pipeline.core import Pipeline
@@ -50,6 +51,10 @@ from tracefact.sampling import Always, Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
+
+_ROLE_KEYS_BUT_DB = ROLE_KEYS - {semconv.DB_SYSTEM}
+_DB_SYSTEM = semconv.DB_SYSTEM
+_VECTOR_DBS = semconv.VECTOR_DB_SYSTEMS
 
 
 class EvaluationProcessor(WrapperSpanProcessor):
@@ -104,6 +109,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._clock = clock
         self._review = review
         super().__init__(downstream)
+        # The export stage does nothing as spans start: not calling it saves a call per span.
+        self._start_downstream = (
+            None if isinstance(downstream, ExportProcessor) else downstream.on_start
+        )
+        self._end_downstream = downstream.on_end
         self._reset()
         reset_after_fork(self._reset)
 
@@ -138,7 +148,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Decide whether the span will be evaluated while it is still open."""
-        self.downstream.on_start(span, parent_context)
+        if self._start_downstream:
+            self._start_downstream(span, parent_context)
         try:  # `plain_attributes` inlined: this runs for every span of the process
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
@@ -185,7 +196,17 @@ class EvaluationProcessor(WrapperSpanProcessor):
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
             attributes = plain_attributes(span)
-        role = None if attributes.keys().isdisjoint(ROLE_KEYS) else span_role(attributes)
+        # Most spans carry none of the role keys, and a database's is no vector store's:
+        # they go straight on, one call to the export stage.
+        if (
+            attributes.keys().isdisjoint(_ROLE_KEYS_BUT_DB)
+            and attributes.get(_DB_SYSTEM) not in _VECTOR_DBS
+        ):
+            if self._stored_traces:
+                self._forget_at_root(span)
+            self._end_downstream(span)
+            return
+        role = span_role(attributes)
         context = span.context
         if role != "llm" or context is None:
             if role is not None and context is not None:  # a retriever or a tool
@@ -193,7 +214,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self.reader.remember(context.trace_id, role, attributes, events, span.end_time)
             if self._stored_traces:
                 self._forget_at_root(span)
-            self.downstream.on_end(span)
+            self._end_downstream(span)
             return
         with self._lock:
             live = context.span_id in self._live
