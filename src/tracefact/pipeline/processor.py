@@ -22,7 +22,6 @@ the span, a copy of it with the verdict, or a carrier span (`spans.py`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -141,7 +140,6 @@ class EvaluationProcessor(WrapperSpanProcessor):
             clock=self._clock,
             review=self._review,
         )
-        self._lock = threading.Lock()  # guards the two below across application threads
         self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
         self._admitted: dict[int, Decision] = {}  # span id -> decision, admitted while open
 
@@ -157,17 +155,18 @@ class EvaluationProcessor(WrapperSpanProcessor):
         # Most spans carry none of the LLM role keys: one C-level check sends them on.
         if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
             return
-        context = span.context
+        span_id = span.context.span_id
         nested_in = self._nested_in(span)
         if nested_in is not None:
-            span.set_attributes(nested(nested_in).attributes)
+            _write(span, nested(nested_in).attributes)
             admitted = None
         else:
             admitted = self._admit_open(span, attributes, parent_context)
-        with self._lock:
-            self._live.add(context.span_id)
-            if admitted is not None:
-                self._admitted[context.span_id] = admitted
+        # One C-level operation each (atomic under the GIL), and only this span's start and
+        # end touch its id: no lock.
+        self._live.add(span_id)
+        if admitted is not None:
+            self._admitted[span_id] = admitted
 
     def _admit_open(
         self, span: Span, attributes: Mapping[str, Any], parent_context: Context | None
@@ -179,15 +178,13 @@ class EvaluationProcessor(WrapperSpanProcessor):
         marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
         pipeline = self._pipeline
         if pipeline.closed:
-            span.set_attributes({**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
+            _write(span, {**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
             return None
-        if marks:
-            span.set_attributes(marks)
         answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
         if isinstance(answer, Verdict):  # refused
-            _write(span, answer.attributes)
+            _write(span, {**marks, **answer.attributes} if marks else answer.attributes)
             return None
-        span.set_attribute(semconv.EVAL_SAMPLE_RATE, answer.rate)
+        _write(span, {**marks, semconv.EVAL_SAMPLE_RATE: answer.rate})
         return answer
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -216,10 +213,10 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._forget_at_root(span)
             self._end_downstream(span)
             return
-        with self._lock:
-            live = context.span_id in self._live
-            self._live.discard(context.span_id)
-            admitted = self._admitted.pop(context.span_id, None)
+        span_id = context.span_id
+        live = span_id in self._live
+        self._live.discard(span_id)
+        admitted = self._admitted.pop(span_id, None)
         pipeline = self._pipeline
         record = SdkRecord(span, attributes)
         if isinstance(attributes.get(semconv.EVAL_STATUS), str):  # while open, or upstream
@@ -286,13 +283,17 @@ class EvaluationProcessor(WrapperSpanProcessor):
 
 
 def _write(span: Span, attributes: Mapping[str, Any]) -> None:
-    """Write attributes onto an open span.
+    """Write tracefact's own attributes (str and float values) onto a span as it starts.
 
-    A single one goes through `set_attribute`, which costs the SDK half what
-    `set_attributes` does.
+    No other thread holds a span before its start returns, so they go straight into the
+    SDK's attribute dict, without the span's lock and a validation pass each (which cost
+    more than the decision itself); through `set_attributes` where the SDK keeps them
+    otherwise, or where they would pass its limit on attributes.
     """
-    if len(attributes) == 1:
-        [(key, value)] = attributes.items()
-        span.set_attribute(key, value)
-    else:
+    bounded = getattr(span, "_attributes", None)
+    plain = getattr(bounded, "_dict", None)
+    maxlen = getattr(bounded, "maxlen", None)
+    if type(plain) is not dict or (maxlen is not None and len(plain) + len(attributes) > maxlen):
         span.set_attributes(attributes)
+        return
+    plain.update(attributes)
