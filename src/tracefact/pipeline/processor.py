@@ -225,12 +225,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
             pipeline.deliver(record, span, written(attributes))
         elif not live and (nested_in := self._nested_in(span)) is not None:
             pipeline.deliver(record, span, nested(nested_in))  # recognised only as it ends
-        else:
-            if semconv.CONTENT_PENDING in attributes:  # what is judged is what is exported
-                span = finished(span)
-                record = SdkRecord(span, plain_attributes(span))
+        else:  # read on the evaluation loop: the app thread pays for no content
             grounding = () if live else grounding_documents()
-            pipeline.evaluate(record, span, admitted, grounding)
+            pipeline.evaluate(record, span, admitted, grounding, lambda: _prepared(span))
         if self._stored_traces:
             self._forget_at_root(span)
 
@@ -280,6 +277,12 @@ class EvaluationProcessor(WrapperSpanProcessor):
             return
         self.downstream.shutdown()
         self._pipeline.shutdown_sinks()
+
+
+def _prepared(span: ReadableSpan) -> tuple[SdkRecord, ReadableSpan]:
+    """The span as it is judged and exported: its pending content finished first."""
+    span = finished(span)
+    return SdkRecord(span, plain_attributes(span)), span
 
 
 def _write(span: Span, attributes: Mapping[str, Any]) -> None:
