@@ -168,6 +168,10 @@ class Pipeline(Generic[S]):
         """Send out a verdict the host decided alone (nested, or already on the span)."""
         self._delivery.deliver(record, span, verdict)
 
+    def passed(self, span: S, refusal: Verdict) -> None:
+        """Send out a span refused as it started, its refusal already on it (sampled out)."""
+        self._delivery.passed(span, refusal)
+
     # --- verdicts out ----------------------------------------------------------------------
     def _release(self, job: Job[S]) -> None:
         """The hold limit passed: the span leaves with status `timeout`, unless it is gone."""

@@ -43,7 +43,7 @@ from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
 from tracefact.pipeline.reading import SpanReader
 from tracefact.pipeline.spans import SdkRecord, applied, plain_attributes
-from tracefact.pipeline.verdict import Verdict, nested, written
+from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, nested, written
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
 from tracefact.review.design import ReviewSampler
 from tracefact.sampling import Always, Decision, Sampler
@@ -52,6 +52,8 @@ from tracefact.sinks.base import ResultSink
 logger = logging.getLogger("tracefact")
 
 _ROLE_KEYS_BUT_DB = ROLE_KEYS - {semconv.DB_SYSTEM}
+_NOT_LIVE = object()
+"""`_live`'s answer for a span not seen as it started."""
 _DB_SYSTEM = semconv.DB_SYSTEM
 _VECTOR_DBS = semconv.VECTOR_DB_SYSTEMS
 
@@ -140,8 +142,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
             clock=self._clock,
             review=self._review,
         )
-        self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
-        self._admitted: dict[int, Decision] = {}  # span id -> decision, admitted while open
+        # The LLM spans started and not yet ended, by span id: each one's decision when it
+        # was admitted as it started, its refusal when not, None when nested.
+        self._live: dict[int, Decision | Verdict | None] = {}
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -156,24 +159,22 @@ class EvaluationProcessor(WrapperSpanProcessor):
         if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
             return
         span_id = span.context.span_id
-        nested_in = self._nested_in(span)
-        if nested_in is not None:
-            _write(span, nested(nested_in).attributes)
-            admitted = None
+        parent = span.parent  # `_nested_in` inlined: every LLM span passes here
+        if parent is not None and not parent.is_remote and parent.span_id in self._live:
+            _write(span, nested(f"{parent.span_id:016x}").attributes)
+            self._live[span_id] = None
         else:
-            admitted = self._admit_open(span, attributes, parent_context)
-        # One C-level operation each (atomic under the GIL), and only this span's start and
-        # end touch its id: no lock.
-        self._live.add(span_id)
-        if admitted is not None:
-            self._admitted[span_id] = admitted
+            # One C-level operation (atomic under the GIL), and only this span's start and
+            # end touch its id: no lock.
+            self._live[span_id] = self._admit_open(span, attributes, parent_context)
 
     def _admit_open(
         self, span: Span, attributes: Mapping[str, Any], parent_context: Context | None
-    ) -> Decision | None:
-        """Grounding and admission on the open span, each its one attribute write.
+    ) -> Decision | Verdict | None:
+        """Grounding and admission on the open span, in one attribute write.
 
-        The decision when admitted; a refusal (or shutdown) is written on the span now.
+        The decision when admitted; a refusal is written on the span now and returned
+        (None for shutdown).
         """
         marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
         pipeline = self._pipeline
@@ -183,7 +184,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
         if isinstance(answer, Verdict):  # refused
             _write(span, {**marks, **answer.attributes} if marks else answer.attributes)
-            return None
+            return answer
         _write(span, {**marks, semconv.EVAL_SAMPLE_RATE: answer.rate})
         return answer
 
@@ -203,8 +204,15 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._forget_at_root(span)
             self._end_downstream(span)
             return
-        role = span_role(attributes)
         context = span.context
+        entry = _NOT_LIVE if context is None else self._live.pop(context.span_id, _NOT_LIVE)
+        if entry is SAMPLED_OUT:  # its status went on as it started: it leaves as it is
+            self._pipeline.passed(span, SAMPLED_OUT)
+            if self._stored_traces:
+                self._forget_at_root(span)
+            return
+        live = entry is not _NOT_LIVE  # an LLM span seen as it started
+        role = "llm" if live else span_role(attributes)
         if role != "llm" or context is None:
             if role is not None and context is not None:  # a retriever or a tool
                 events = [(e.name, e.attributes or {}) for e in span.events]
@@ -213,10 +221,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
                 self._forget_at_root(span)
             self._end_downstream(span)
             return
-        span_id = context.span_id
-        live = span_id in self._live
-        self._live.discard(span_id)
-        admitted = self._admitted.pop(span_id, None)
+        admitted = entry if isinstance(entry, Decision) else None
         pipeline = self._pipeline
         record = SdkRecord(span, attributes)
         if isinstance(attributes.get(semconv.EVAL_STATUS), str):  # while open, or upstream
