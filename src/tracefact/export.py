@@ -107,6 +107,7 @@ class ExportProcessor(SpanProcessor):
         )
         transport = _Exports(exporter, self._dropped)
         self._sender = BatchSender(transport, options, name="tracefact-export", clock=clock)
+        self._offer = self._sender.offer  # bound once: every span of the process comes here
         self._closed = False
 
     # --- application threads ------------------------------------------------------------
@@ -117,7 +118,7 @@ class ExportProcessor(SpanProcessor):
         context = span.context
         if context is None or not context.trace_flags & TraceFlags.SAMPLED:
             return
-        refused = self._sender.offer(span)
+        refused = self._offer(span)
         if refused is not None:
             self._dropped(_DROP_REASONS[refused], 1)
 

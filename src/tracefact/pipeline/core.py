@@ -168,9 +168,9 @@ class Pipeline(Generic[S]):
         """Send out a verdict the host decided alone (nested, or already on the span)."""
         self._delivery.deliver(record, span, verdict)
 
-    def passed(self, span: S, refusal: Verdict) -> None:
-        """Send out a span refused as it started, its refusal already on it (sampled out)."""
-        self._delivery.passed(span, refusal)
+    def passed(self, refusal: Verdict) -> None:
+        """Count a span refused as it started (sampled out): its host sends it on as it is."""
+        self._delivery.passed(refusal)
 
     # --- verdicts out ----------------------------------------------------------------------
     def _release(self, job: Job[S]) -> None:

@@ -23,9 +23,6 @@ from tracefact.sinks.base import EvaluatedSpan, ResultSink
 
 logger = logging.getLogger("tracefact")
 
-_WRITTEN = Verdict(None)
-"""Adds nothing: the span's own attributes already say everything."""
-
 S = TypeVar("S")
 S_contra = TypeVar("S_contra", contravariant=True)
 
@@ -103,18 +100,15 @@ class Delivery(Generic[S]):
                     logger.exception("tracefact: result sink %s failed", sink.name)
                     evaluated.settle()  # it did not take the result: nothing to wait for
 
-    def passed(self, span: S, refusal: Verdict) -> None:
-        """`deliver` for a span refused as it started, the refusal written on it then.
+    def passed(self, refusal: Verdict) -> None:
+        """Count a span refused as it started, the refusal written on it then.
 
-        What `deliver` does with such a verdict and nothing more: counted, and the span
-        sent on as it is; no observer weighs a refused span and no sink gets a result.
+        What `deliver` does with such a verdict, but the applying: the span adds nothing,
+        so its host sends it on as it is; no observer weighs a refused span and no sink
+        gets a result.
         """
         if refusal.status is not None:
             self.metrics.span_finished(refusal.status, None)
-        try:
-            self.apply(span, _WRITTEN)
-        except Exception:  # the host's bug must not cost the pipeline its worker
-            logger.exception("tracefact: applying a verdict failed")
 
     def _published(self, record: SpanRecord, span: S, verdict: Verdict) -> list[EvaluatedSpan]:
         """The results the sinks get, each with the host's receipt when it keeps one."""
