@@ -136,6 +136,7 @@ class BatchSender(Generic[T, R]):
         # `offer`'s items, appended without the lock; taken into the queue under it.
         self._inbox: deque[T] = deque()
         self._offered = False  # `offer` was used: an idle thread still looks at the inbox
+        self._sleeping = False  # the thread waits for a notify, with no timeout
         self._queue: deque[T] = deque()
         self._queued_weight = 0
         self._batch_due = 0.0  # when the oldest queued item has waited long enough
@@ -164,10 +165,10 @@ class BatchSender(Generic[T, R]):
     def offer(self, item: T) -> semconv.Refusal | None:
         """`submit` for an item of weight one, without the lock while a batch gathers.
 
-        The first item of a batch, and one that fills it, go through the lock (which wakes
-        the thread); those in between are appended to an inbox the thread, `flush` and
-        `close` take into the queue. `max_queue` may be passed by as many items as threads
-        offer at that moment.
+        The first item of a batch, and one that fills it (which wakes the thread), go
+        through the lock; those in between are appended to an inbox that the thread (idle,
+        it looks every `delay_seconds`), `flush` and `close` take into the queue.
+        `max_queue` may be passed by as many items as threads offer at that moment.
         """
         inbox = self._inbox
         waiting = len(inbox)
@@ -207,9 +208,10 @@ class BatchSender(Generic[T, R]):
                 target=run_suppressed(self._run), name=self.name, daemon=True
             )
             self._thread.start()
-        # An idle thread waits without a timeout: the first item of a batch wakes it.
+        # A thread idle without a timeout is woken by the first item of a batch; one that
+        # looks at the inbox on a timer (after an `offer`) is left alone until then.
         if (
-            first
+            (first and self._sleeping)
             or self._queued_weight >= self.options.max_batch
             or self.options.delay_seconds == 0
         ):
@@ -323,9 +325,11 @@ class BatchSender(Generic[T, R]):
                 wakeups = [r.due for r in self._waiting]
                 if self._queue:
                     wakeups.append(self._batch_due)
-                elif self._offered:  # an offer racing the last take may sit in the inbox
+                elif self._offered:  # offers go to the inbox unannounced: look again then
                     wakeups.append(now + self.options.delay_seconds)
+                self._sleeping = not wakeups
                 self.clock.wait(self._changed, min(wakeups) - now if wakeups else None)
+                self._sleeping = False
 
     def _take(self) -> list[T]:
         """One batch off the queue (at least one item, up to `max_batch` in weight)."""
