@@ -72,8 +72,14 @@ def _processors(provider: TracerProvider) -> object:
 
 
 def finished(span: ReadableSpan) -> ReadableSpan:
-    """The span with its pending content finished (a copy), or the span itself."""
-    attributes = span.attributes or {}
+    """The span with its pending content finished (a copy), or the span itself.
+
+    Asked of every exported span: the SDK's plain dict is checked, not its mapping, whose
+    missing key costs a raised and caught KeyError.
+    """
+    attributes = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(attributes) is not dict:
+        attributes = dict(span.attributes or {})
     if semconv.CONTENT_PENDING not in attributes:
         return span
     return _copy(span, finished_attributes(attributes))
