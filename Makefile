@@ -20,7 +20,7 @@ export UV_NO_PROGRESS := 1
 
 .PHONY: setup setup-dev demo test lint bench clean e2e chaos test-instrumentors fixtures \
 	prometheus-tools test-prometheus terminal-deps redis-server test-queues lock test-latest \
-	dist test-wheel test-agents agent-fixtures test-faults
+	dist test-wheel test-agents agent-fixtures test-faults bench-all
 
 $(UV): locks/uv.txt
 	rm -rf $(UV_HOME)
@@ -60,6 +60,7 @@ lock: $(UV)
 	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev --extra instrumentors \
 		-o locks/instrumentors.txt
 	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra dev --extra agents -o locks/agents.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml --extra bench -o locks/bench.txt
 	for env in phoenix mlflow browser; do \
 		$(UV) pip compile $(LOCK_FLAGS) e2e/requirements-$$env.txt -o locks/e2e-$$env.txt || exit 1; \
 	done
@@ -173,7 +174,24 @@ test-queues: setup-dev redis-server
 test-faults: setup-dev redis-server
 	TRACEFACT_FAULT_TESTS=1 $(BIN)/pytest -q tests/collector/faults
 
-bench: setup-dev
+# The peers of the SDK benchmark (traceloop, OpenInference, logfire) in their own virtual
+# environment: they pin OpenTelemetry releases of their own, and never enter .venv.
+BENCH_VENV := .venv-bench
+
+$(BENCH_VENV)/.installed: $(UV) locks/bench.txt pyproject.toml
+	$(call locked_venv,$(BENCH_VENV),locks/bench.txt)
+	touch $@
+
+# The issue table: `| path | measured | goal |`, the SDK's rows (peers included, from the
+# bench environment) then the collector's (`benchmarks/collector.py --table`, once it has it); `make bench-all` also runs every other benchmark.
+bench: setup-dev $(BENCH_VENV)/.installed
+	@echo "| path | measured | goal |"
+	@echo "|---|---|---|"
+	@$(BENCH_VENV)/bin/python benchmarks/sdk.py --table
+	@if $(BIN)/python benchmarks/collector.py --help | grep -q -- --table; then \
+		$(BIN)/python benchmarks/collector.py --table; fi
+
+bench-all: bench
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 # End to end against real backends (Phoenix, MLflow) and a real browser (which also opens
@@ -220,4 +238,4 @@ test-prometheus: prometheus-tools
 	promtool test rules collector/prometheus/tests/tracefact-rules.test.yml
 
 clean:
-	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(AGENTS_VENV) $(LATEST_VENV) $(UV_HOME) dist $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(E2E) $(INSTRUMENTORS_VENV) $(AGENTS_VENV) $(BENCH_VENV) $(LATEST_VENV) $(UV_HOME) dist $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -146,3 +146,33 @@ def test_a_call_still_under_way_at_the_deadline_is_abandoned_and_counted_once() 
     transport.release.set()  # the abandoned call returns, to a sender that counted it
     assert s.flush(5) == (True, 2)
     assert transport.delivered_items == [] and len(transport.lost_items) == 2
+
+
+def test_offered_items_batch_like_submitted_ones_and_count_the_same() -> None:
+    clock, transport = ManualClock(), Recorder()
+    s = sender(transport, clock, max_queue=4, max_batch=3, delay_seconds=1.0)
+    assert [s.offer(x) for x in "ab"] == [None, None]
+    clock.advance(0.5)
+    assert s.offer("c") is None  # the batch is full: it goes now
+    assert eventually(lambda: transport.calls == [("a", "b", "c")])
+    assert [s.offer(x) for x in "defgh"] == [None, None, None, None, "full"]
+    assert s.flush(5) == (True, 1)
+    s.shutdown(5)
+    assert s.offer("i") == "shutdown"
+    assert transport.delivered_items == list("abcdefg") and transport.lost_items == []
+
+
+def test_an_item_after_an_idle_spell_leaves_after_its_delay_without_a_flush() -> None:
+    """Real time: the idle thread waits without a timeout, so the item itself must wake it."""
+    transport = Recorder()
+    s: BatchSender[str, tuple[str, ...]] = BatchSender(
+        transport, BatchOptions(max_batch=100, delay_seconds=0.05), name="test-sender"
+    )
+    for item, offered in (("a", False), ("b", False), ("c", True), ("d", True)):
+        if offered:
+            s.offer(item)
+        else:
+            s.submit(item)
+        assert eventually(lambda item=item: item in transport.delivered_items)  # type: ignore[misc]
+    s.shutdown(5)
+    assert transport.delivered_items == ["a", "b", "c", "d"]

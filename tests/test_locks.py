@@ -47,6 +47,7 @@ def requirements(extras: tuple[str, ...]) -> list[Requirement]:
         ("dev.txt", ("dev",)),
         ("instrumentors.txt", ("dev", "instrumentors")),
         ("agents.txt", ("dev", "agents")),
+        ("bench.txt", ("bench",)),
     ],
 )
 def test_each_lock_pins_every_dependency_in_range(lock: str, extras: tuple[str, ...]) -> None:

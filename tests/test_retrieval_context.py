@@ -183,3 +183,46 @@ def test_an_openllmetry_vector_db_query_grounds_the_llm_span_after_it(spans: Spa
     assert chat.attributes[semconv.CONTEXTS] == ("Seattle is rainy.", "It is cool in spring.")
     assert chat.attributes[semconv.CONTEXTS_SOURCE] == "retrieval"
     assert chat.attributes[semconv.EVAL_STATUS] == "ok"
+
+
+class GatedEvaluator:
+    """Judges every span as factual; the first judgement waits until `gate` opens."""
+
+    name = "hallucination"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.calls = 0
+
+    def describe(self) -> Any:
+        from tracefact.evaluators.base import EvaluatorDescription
+
+        return EvaluatorDescription(name=self.name, evaluator="gated")
+
+    async def evaluate(self, case: Any) -> Any:
+        from tracefact.evaluators.base import EvalResult
+
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.to_thread(self.gate.wait, 30)
+        return EvalResult(name=self.name, label="factual", score=0.0, evaluator="gated")
+
+
+def test_a_span_read_on_the_evaluation_loop_keeps_its_trace_documents_after_the_root_ends(
+    spans: Spans,
+) -> None:
+    """The span is read on the loop after its trace's root ended and the store forgot it.
+
+    It was handed over with its trace's documents as it ended.
+    """
+    gated = GatedEvaluator()
+    spans.reconfigure(evaluators=[gated], concurrency=1)
+    answer("first")  # holds the loop's one place until the gate opens
+    rag("cats")  # ended, root and all, while the first is still being judged
+    assert not tracefact._configure._installation.switch.downstream.reader.store.traces  # type: ignore[union-attr]
+    gated.gate.set()
+    rag_answer = [s for s in spans.all() if s.name == "answer" and "cats" in str(s.attributes)]
+    [span] = rag_answer
+    assert span.attributes[semconv.EVAL_STATUS] == "ok"
+    assert span.attributes[semconv.CONTEXTS_SOURCE] == semconv.CONTEXT_SOURCE_RETRIEVAL
+    assert span.attributes[semconv.CONTEXTS] == ("doc about cats", "dict doc", "object doc")

@@ -8,7 +8,8 @@ becomes (`Transport.requests`), how one is sent (`Transport.send`) and what to d
 each outcome; the sender keeps the promises all three need:
 - `submit` never blocks: past `max_queue` (in weight: spans, results) it refuses
   with `full`, after shutdown with `shutdown` (`semconv.Refusal`'s words), and the owner
-  counts the refusal;
+  counts the refusal; `offer`, for items of weight one on an application's hot path,
+  takes no lock while a batch gathers (the lock once per batch);
 - every accepted item is accounted for once: `delivered`, or `lost` as `failed`
   (permanent, or out of retries) or `shutdown` (the drain deadline passed first);
 - a transient failure is retried on a schedule of its own (`tracefact._retry.Retries`),
@@ -124,12 +125,18 @@ class BatchSender(Generic[T, R]):
         self.name = name
         self._weight = weight
         self.clock = clock
+        self._queue_room = float("inf") if options.max_queue is None else options.max_queue
+        self._max_batch = options.max_batch
         self._reset()
         reset_after_fork(self._reset)
 
     def _reset(self) -> None:
         """Fresh state; also run in a forked child, whose parent owns the queue."""
         self._changed = threading.Condition()  # guards every field below; no call under it
+        # `offer`'s items, appended without the lock; taken into the queue under it.
+        self._inbox: deque[T] = deque()
+        self._offered = False  # `offer` was used: an idle thread still looks at the inbox
+        self._sleeping = False  # the thread waits for a notify, with no timeout
         self._queue: deque[T] = deque()
         self._queued_weight = 0
         self._batch_due = 0.0  # when the oldest queued item has waited long enough
@@ -152,31 +159,78 @@ class BatchSender(Generic[T, R]):
         Refused items count as lost in the next `flush`'s answer.
         """
         weight = self._weight(item) if self._weight is not None else 1
-        limit = self.options.max_queue
         with self._changed:
-            refusal: semconv.Refusal | None = None
-            if self._stopped:
-                refusal = semconv.REFUSED_SHUTDOWN
-            elif limit is not None and self._queue and self._queued_weight + weight > limit:
-                refusal = semconv.REFUSED_FULL
-            if refusal is not None:
-                self._lost += 1  # a flush answers for refused items too
-                return refusal
-            first = not self._queue
-            if first:
-                self._batch_due = self.clock.now() + self.options.delay_seconds
+            return self._accept(item, weight, self._queue)
+
+    def offer(self, item: T) -> semconv.Refusal | None:
+        """`submit` for an item of weight one, without the lock while a batch gathers.
+
+        The first item of a batch, and one that fills it (which wakes the thread), go
+        through the lock; those in between are appended to an inbox that the thread (idle,
+        it looks every `delay_seconds`), `flush` and `close` take into the queue.
+        `max_queue` may be passed by as many items as threads offer at that moment.
+        """
+        inbox = self._inbox
+        waiting = len(inbox)
+        if (
+            waiting
+            and waiting < self._max_batch
+            and waiting + self._queued_weight < self._queue_room
+            and not self._stopped
+        ):
+            inbox.append(item)
+            return None
+        with self._changed:
+            self._offered = True
+            return self._accept(item, 1, inbox if self.options.delay_seconds > 0 else self._queue)
+
+    def _accept(self, item: T, weight: int, into: deque[T]) -> semconv.Refusal | None:
+        """Queue `item` (lock held) into the queue, or the inbox; or say why not."""
+        self._absorb()
+        limit = self.options.max_queue
+        if self._stopped:
+            self._lost += 1  # a flush answers for refused items too
+            return semconv.REFUSED_SHUTDOWN
+        if limit is not None and self._queue and self._queued_weight + weight > limit:
+            self._lost += 1
+            return semconv.REFUSED_FULL
+        first = not self._queue
+        if first:
+            self._batch_due = self.clock.now() + self.options.delay_seconds
+        if into is self._queue:
             self._queue.append(item)
             self._queued_weight += weight
             self._accepted += 1
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=run_suppressed(self._run), name=self.name, daemon=True
-                )
-                self._thread.start()
-            # The first item sets a deadline the thread, idle without one, must learn of.
-            if first or self._queued_weight >= self.options.max_batch:
-                self._changed.notify_all()
+        else:
+            into.append(item)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=run_suppressed(self._run), name=self.name, daemon=True
+            )
+            self._thread.start()
+        # A thread idle without a timeout is woken by the first item of a batch; one that
+        # looks at the inbox on a timer (after an `offer`) is left alone until then.
+        if (
+            (first and self._sleeping)
+            or self._queued_weight >= self.options.max_batch
+            or self.options.delay_seconds == 0
+        ):
+            self._changed.notify_all()
         return None
+
+    def _absorb(self) -> None:
+        """Take the inbox into the queue (lock held)."""
+        inbox = self._inbox
+        if not inbox:
+            return
+        if not self._queue and self._batch_due < self.clock.now():
+            self._batch_due = self.clock.now()  # a straggler that no first offer announced
+        moved = 0
+        while inbox:
+            self._queue.append(inbox.popleft())
+            moved += 1
+        self._queued_weight += moved
+        self._accepted += moved
 
     def flush(self, timeout_seconds: float) -> tuple[bool, int]:
         """Send what is queued now, waiting at most `timeout_seconds`.
@@ -185,6 +239,7 @@ class BatchSender(Generic[T, R]):
         or lost) in time, and how many items were lost since the last flush that answered.
         """
         with self._changed:
+            self._absorb()
             target = self._accepted
             self._flush_to = max(self._flush_to, target)
             self._changed.notify_all()
@@ -199,6 +254,7 @@ class BatchSender(Generic[T, R]):
         meanwhile are still taken.
         """
         with self._changed:
+            self._absorb()
             if self._deadline is None or deadline < self._deadline:
                 self._deadline = deadline
             now = self.clock.now()
@@ -214,6 +270,7 @@ class BatchSender(Generic[T, R]):
             self._wait_until(lambda: self._stopped, deadline - self.clock.now())
             if not self._stopped:  # a call outlived the deadline: a little longer to report
                 self._wait_until(lambda: self._stopped, JOIN_GRACE_SECONDS)
+            self._absorb()
             left = [*(self._building or ()), *self._queue]
             for request in (*self._taken, *self._waiting):
                 left.extend(request.items)
@@ -246,6 +303,7 @@ class BatchSender(Generic[T, R]):
             while True:
                 if self._stopped:
                     return None
+                self._absorb()
                 now = self.clock.now()
                 due = [r for r in self._waiting if r.due <= now]
                 draining = self._deadline is not None
@@ -267,7 +325,11 @@ class BatchSender(Generic[T, R]):
                 wakeups = [r.due for r in self._waiting]
                 if self._queue:
                     wakeups.append(self._batch_due)
+                elif self._offered:  # offers go to the inbox unannounced: look again then
+                    wakeups.append(now + self.options.delay_seconds)
+                self._sleeping = not wakeups
                 self.clock.wait(self._changed, min(wakeups) - now if wakeups else None)
+                self._sleeping = False
 
     def _take(self) -> list[T]:
         """One batch off the queue (at least one item, up to `max_batch` in weight)."""

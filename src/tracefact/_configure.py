@@ -46,6 +46,7 @@ from tracefact.conventions.documents import DocumentStore
 from tracefact.evaluators.base import Evaluator
 from tracefact.export import ExportProcessor, Unreachable
 from tracefact.instrument.capture import CaptureOptions, Redactor, set_capture_options
+from tracefact.instrument.pending import set_owner
 from tracefact.pipeline import EvaluationProcessor, WrapperSpanProcessor
 from tracefact.pipeline.options import Attach
 from tracefact.pipeline.reading import SpanReader
@@ -63,11 +64,24 @@ class _NoopProcessor(SpanProcessor):
 
 
 class _SwitchProcessor(WrapperSpanProcessor):
-    """The one processor tracefact adds to a provider; what it forwards to can be replaced."""
+    """The one processor tracefact adds to a provider; what it forwards to can be replaced.
+
+    Its `on_start` and `on_end` are those of the processor behind it: a span costs the
+    switch no call of its own.
+    """
+
+    def __init__(self, downstream: SpanProcessor) -> None:
+        super().__init__(downstream)
+        self._bind(downstream)
 
     def replace(self, new: SpanProcessor) -> SpanProcessor:
         old, self.downstream = self.downstream, new
+        self._bind(new)
         return old
+
+    def _bind(self, processor: SpanProcessor) -> None:
+        self.on_start = processor.on_start  # type: ignore[method-assign]
+        self.on_end = processor.on_end  # type: ignore[method-assign]
 
 
 class _Installation:
@@ -241,6 +255,8 @@ def configure(
             switch = _SwitchProcessor(processor)
             provider.add_span_processor(switch)
             _installation = _Installation(provider, switch)
+        switch = _installation.switch
+        set_owner(provider, switch if _finishes_content(processor) else None)
         old_endpoint, _installation.endpoint = _installation.endpoint, scraped
         if not _atexit_registered:
             _register_exit_hook(shutdown)
@@ -251,6 +267,21 @@ def configure(
     if scraped is not None:
         _serve(scraped, settings.prometheus)
     return provider
+
+
+def _finishes_content(processor: SpanProcessor) -> bool:
+    """Whether every span `processor` hands on has its pending content finished first.
+
+    tracefact's own stages do (`instrument.pending`); anything else, a console exporter
+    included, gets content finished as it is recorded.
+    """
+    if isinstance(processor, (ExportProcessor, _NoopProcessor)):
+        return True
+    if isinstance(processor, EvaluationProcessor):
+        return _finishes_content(processor.downstream)
+    if isinstance(processor, SynchronousMultiSpanProcessor):
+        return all(_finishes_content(p) for p in processor._span_processors)
+    return False
 
 
 def _evaluation_processor(

@@ -23,11 +23,13 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import TraceFlags
 
 from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
 from tracefact._retry import Attempt
+from tracefact.instrument.pending import finished
 from tracefact.pipeline.metrics import process_metrics
 
 logger = logging.getLogger("tracefact")
@@ -40,7 +42,11 @@ _DROP_REASONS: dict[str, str] = {
 
 
 class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
-    """The export stage's transport: a batch is one export call; a loss is counted."""
+    """The export stage's transport: a batch is one export call; a loss is counted.
+
+    Content left pending on the application's thread is finished here, on the export
+    thread, before the exporter sees it (`instrument.pending`).
+    """
 
     def __init__(self, exporter: SpanExporter, dropped: Callable[[str, int], None]) -> None:
         self.exporter = exporter
@@ -49,7 +55,7 @@ class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
     def requests(
         self, batch: list[ReadableSpan]
     ) -> Iterable[tuple[Sequence[ReadableSpan], Sequence[ReadableSpan]]]:
-        return [(batch, batch)]
+        return [(batch, [finished(span) for span in batch])]
 
     def send(self, request: Sequence[ReadableSpan], timeout: float | None) -> Attempt:
         try:
@@ -101,6 +107,7 @@ class ExportProcessor(SpanProcessor):
         )
         transport = _Exports(exporter, self._dropped)
         self._sender = BatchSender(transport, options, name="tracefact-export", clock=clock)
+        self._offer = self._sender.offer  # bound once: every span of the process comes here
         self._closed = False
 
     # --- application threads ------------------------------------------------------------
@@ -108,9 +115,10 @@ class ExportProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.context is None or not span.context.trace_flags.sampled:
+        context = span.context
+        if context is None or not context.trace_flags & TraceFlags.SAMPLED:
             return
-        refused = self._sender.submit(span)
+        refused = self._offer(span)
         if refused is not None:
             self._dropped(_DROP_REASONS[refused], 1)
 

@@ -33,9 +33,13 @@ logger = logging.getLogger("tracefact")
 Attributes = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanInfo:
-    """What a sampler may look at: known at span start for live spans."""
+    """What a sampler may look at: known at span start for live spans.
+
+    Read-only by convention; not frozen, since a frozen dataclass costs an application
+    thread three times as much to build, once per LLM span.
+    """
 
     trace_id: int
     name: str
@@ -49,6 +53,10 @@ class Decision:
     """The probability that a span like this one is evaluated, for re-weighting."""
     reservation: object = field(default=None, compare=False)
     """What the sampler set aside for this evaluation, handed back to `Sampler.settle`."""
+
+
+SAMPLED = Decision(True, 1.0)
+NOT_SAMPLED = Decision(False, 0.0)
 
 
 class Sampler:
@@ -81,7 +89,7 @@ class Sampler:
 
 class Always(Sampler):
     def decide(self, span: SpanInfo) -> Decision:
-        return Decision(True, 1.0)
+        return SAMPLED
 
     def __repr__(self) -> str:
         return "Always()"
@@ -89,7 +97,7 @@ class Always(Sampler):
 
 class Never(Sampler):
     def decide(self, span: SpanInfo) -> Decision:
-        return Decision(False, 0.0)
+        return NOT_SAMPLED
 
     def __repr__(self) -> str:
         return "Never()"
@@ -107,9 +115,10 @@ class Ratio(Sampler):
             raise ValueError(f"Ratio rate must be within [0, 1], got {rate}")
         self.rate = rate
         self._bound = TraceIdRatioBased.get_bound_for_rate(rate)
+        self._decisions = (Decision(False, rate), Decision(True, rate))  # built once
 
     def decide(self, span: SpanInfo) -> Decision:
-        return Decision(span.trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < self._bound, self.rate)
+        return self._decisions[span.trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < self._bound]
 
     def __repr__(self) -> str:
         return f"Ratio({self.rate})"
@@ -360,9 +369,6 @@ class AnyOf(Sampler):
 
     def __repr__(self) -> str:
         return " | ".join(map(repr, self.parts))
-
-
-NOT_SAMPLED = Decision(False, 0.0)
 
 
 def safe_decide(sampler: Sampler, span: SpanInfo) -> Decision:

@@ -161,6 +161,10 @@ texts to judge were never recorded, so the reader skips them with reason `captur
 OUTPUT_NOT_TEXT = "tracefact.output.not_text"
 """On an LLM span whose output is not text (None, bytes, a coroutine): its Python type
 name. No `output.value` is written, and the reader skips it with reason `not_text`."""
+CONTENT_PENDING = "tracefact.content.pending"
+"""Comma-separated keys, internal: the texts recorded as the call left them, to be redacted,
+scrubbed, cut and repaired where the span leaves tracefact (`instrument.pending`); never on
+an exported span."""
 SCRUBBED = "tracefact.scrubbed"
 """String array: the attribute paths where tracefact replaced a secret (e.g.
 `input.value.headers.Authorization`, `output.value`, `exception.message`)."""

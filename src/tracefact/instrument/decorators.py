@@ -18,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from tracefact.instrument.capture import is_secret_name
-from tracefact.instrument.spans import UNSET, Kind, SpanRecorder, start_span
+from tracefact.instrument.spans import UNSET, Kind, SpanRecorder, base_attributes, start_span
 
 logger = logging.getLogger("tracefact")
 
@@ -44,16 +44,19 @@ class _Plan:
     """Names that make up the input when no single input argument is named."""
     model_parameter: bool
     """The function takes a `model` argument, recorded when no model was given."""
+    base: dict[str, Any]
+    """The attributes every span of the function starts with, when its model is fixed."""
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-        model = self.model
-        if model is None and self.model_parameter:
-            found = self._argument("model", args, kwargs)
-            model = found if isinstance(found, str) else None
         contexts = UNSET
         if self.contexts_name is not None:
             contexts = self._argument(self.contexts_name, args, kwargs)
-        return start_span(self.name, self.kind, model, self._input(args, kwargs), contexts)
+        input = self._input(args, kwargs)
+        if self.model is None and self.model_parameter:
+            found = self._argument("model", args, kwargs)
+            model = found if isinstance(found, str) else None
+            return start_span(self.name, self.kind, model, input, contexts)
+        return start_span(self.name, self.kind, self.model, input, contexts, self.base)
 
     def _argument(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """One argument by parameter name, without binding the whole call (hot path)."""
@@ -111,8 +114,9 @@ def _plan(
         and n != "model"
         and params[n].kind not in (inspect.Parameter.VAR_POSITIONAL,)
     )
+    name = name or func.__qualname__
     return _Plan(
-        name=name or func.__qualname__,
+        name=name,
         kind=kind,
         model=model,
         positional=positional,
@@ -120,6 +124,7 @@ def _plan(
         contexts_name=contexts_name,
         captured=captured,
         model_parameter="model" in params,
+        base=base_attributes(name, kind, model),
     )
 
 

@@ -28,6 +28,7 @@ from tracefact.instrument.capture import (
     to_text,
 )
 from tracefact.instrument.documents import to_documents
+from tracefact.instrument.pending import deferred
 
 logger = logging.getLogger("tracefact")
 
@@ -44,16 +45,17 @@ UNSET: Any = object()
 _tracer_cache: tuple[object, trace.Tracer] | None = None
 
 
-def _tracer() -> trace.Tracer:
-    """The tracer of the current global provider, cached until the provider changes."""
+def _tracer() -> tuple[trace.Tracer, bool]:
+    """The tracer of the current global provider (cached until the provider changes).
+
+    And whether its spans may carry pending content (`instrument.pending`).
+    """
     global _tracer_cache
     provider = trace.get_tracer_provider()
     cached = _tracer_cache
-    if cached is not None and cached[0] is provider:
-        return cached[1]
-    tracer = provider.get_tracer("tracefact", __version__)
-    _tracer_cache = (provider, tracer)
-    return tracer
+    if cached is None or cached[0] is not provider:
+        cached = _tracer_cache = (provider, provider.get_tracer("tracefact", __version__))
+    return cached[1], deferred(provider)
 
 
 class SpanRecorder:
@@ -63,14 +65,22 @@ class SpanRecorder:
     break the call it observes.
     """
 
-    __slots__ = ("_scrubbed", "_token", "kind", "span")
+    __slots__ = ("_pending", "_scrubbed", "_token", "kind", "span")
 
-    def __init__(self, span: Span, kind: Kind, scrubbed: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        span: Span,
+        kind: Kind,
+        scrubbed: list[str] | None = None,
+        pending: list[str] | None = None,
+    ) -> None:
         self.span = span
         self.kind = kind
         self._token: object | None = None
         self._scrubbed: list[str] = scrubbed or []
         """Paths scrubbed so far; the attribute is rewritten whenever this grows."""
+        self._pending = pending
+        """Keys of texts left to finish where the span leaves (None: finish as recorded)."""
 
     def record(
         self,
@@ -85,19 +95,25 @@ class SpanRecorder:
         """Record any of the call's parts; what is not given is left as it is."""
         try:
             scrubbed = len(self._scrubbed)
+            pending = self._pending
+            waiting = None if pending is None else pending.copy()
+            attributes: dict[str, Any] = {}
             if input is not UNSET:
-                self.span.set_attributes(content_attributes(input, True, self._scrubbed))
+                attributes.update(content_attributes(input, True, self._scrubbed, pending))
             if contexts is not UNSET:
-                self._record_contexts([doc.content for doc in to_documents(contexts)])
+                attributes.update(contexts_attributes(_contents(contexts), self._scrubbed, pending))
             if documents is not UNSET:
-                self._record_documents(documents)
+                attributes.update(self._documents(documents))
             if output is not UNSET:
-                self._record_output(output)
+                attributes.update(self._output(output))
             if len(self._scrubbed) > scrubbed:
-                self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
+                attributes[semconv.SCRUBBED] = list(self._scrubbed)
+            if pending is not None and pending != waiting:
+                attributes[semconv.CONTENT_PENDING] = ",".join(pending)
             if model is not None:
-                self.span.set_attribute(semconv.LLM_MODEL_NAME, model)
-                self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
+                attributes[semconv.LLM_MODEL_NAME] = model
+                attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+            _write(self.span, attributes)
             if usage is not None:
                 self._record_usage(usage)
         except Exception:
@@ -130,8 +146,8 @@ class SpanRecorder:
         """End the span (the processor then finds contexts an LLM span was not given)."""
         self.span.end()
 
-    def _record_output(self, output: Any) -> None:
-        """Record the output; an LLM span's output that is not text is only marked.
+    def _output(self, output: Any) -> dict[str, Any]:
+        """The output's attributes; an LLM span's output that is not text is only marked.
 
         None is not the answer "null", and a coroutine is not its repr.
         """
@@ -142,17 +158,10 @@ class SpanRecorder:
                     "tracefact: %s returned a coroutine; decorate the async function itself",
                     getattr(self.span, "name", "an LLM function"),
                 )
-            self.span.set_attribute(semconv.OUTPUT_NOT_TEXT, kind)
-            return
-        self.span.set_attributes(content_attributes(output, False, self._scrubbed))
+            return {semconv.OUTPUT_NOT_TEXT: kind}
+        return content_attributes(output, False, self._scrubbed, self._pending)
 
-    def _record_contexts(self, contents: list[str]) -> None:
-        scrubbed = len(self._scrubbed)
-        self.span.set_attributes(contexts_attributes(contents, self._scrubbed))
-        if len(self._scrubbed) > scrubbed:
-            self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
-
-    def _record_documents(self, result: Any) -> None:
+    def _documents(self, result: Any) -> dict[str, Any]:
         documents = to_documents(result)
         options = capture_options()
         attributes: dict[str, Any] = {}
@@ -164,7 +173,7 @@ class SpanRecorder:
                 attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = doc.id
             if doc.score is not None:
                 attributes[semconv.retrieval_document(i, semconv.DOCUMENT_SCORE)] = doc.score
-        self.span.set_attributes(attributes)
+        return attributes
 
     def _record_usage(self, usage: Any) -> None:
         get = usage.get if isinstance(usage, Mapping) else lambda k: getattr(usage, k, None)
@@ -209,15 +218,19 @@ class SpanRecorder:
         self.__exit__(exc_type, exc, tb)
 
 
-def contexts_attributes(contents: list[str], scrubbed: list[str]) -> dict[str, Any]:
+def contexts_attributes(
+    contents: list[str], scrubbed: list[str], pending: list[str] | None = None
+) -> dict[str, Any]:
     """`tracefact.contexts`, or only their count when content capture is off.
 
     The reader takes contexts without a recorded source as explicit. Scrubbed paths are
-    appended to `scrubbed`.
+    appended to `scrubbed`; with `pending`, texts short enough are left to finish later.
     """
     options = capture_options()
     if not options.capture_content:
         return {semconv.CONTEXTS_COUNT: len(contents)}
+    if _pend(pending, semconv.CONTEXTS, all(_short(text, options) for text in contents)):
+        return {semconv.CONTEXTS: contents}
     texts = [
         finish(text, options, f"{semconv.CONTEXTS}.{i}", scrubbed)
         for i, text in enumerate(contents)
@@ -225,11 +238,15 @@ def contexts_attributes(contents: list[str], scrubbed: list[str]) -> dict[str, A
     return {semconv.CONTEXTS: texts}
 
 
-def content_attributes(value: Any, is_input: bool, scrubbed: list[str]) -> dict[str, Any]:
+def content_attributes(
+    value: Any, is_input: bool, scrubbed: list[str], pending: list[str] | None = None
+) -> dict[str, Any]:
     """`input.value` or `output.value` (with a JSON mime type where it applies).
 
     With content capture off, only the text's length and hash. Scrubbed paths are
-    appended to `scrubbed`.
+    appended to `scrubbed`. With `pending`, a text short enough is recorded as it is and
+    its key appended there: it is finished where the span leaves (`instrument.pending`).
+    Anything else is serialised now, as it was when the call returned.
     """
     options = capture_options()
     key, mime_key = (
@@ -238,16 +255,56 @@ def content_attributes(value: Any, is_input: bool, scrubbed: list[str]) -> dict[
         else (semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE)
     )
     if type(value) is str and options.capture_content:  # the hot path: no serialising
+        if _pend(pending, key, _short(value, options)):
+            return {key: value}
         return {key: finish(value, options, key, scrubbed)}
     if not options.capture_content:
         length, digest = fingerprint(to_text(value)[0])
         if is_input:
             return {semconv.INPUT_LENGTH: length, semconv.INPUT_SHA256: digest}
         return {semconv.OUTPUT_LENGTH: length, semconv.OUTPUT_SHA256: digest}
+    _pend(pending, key, False)
     text, is_json = to_text(value, key, scrubbed)
     if is_json:
         return {key: finish(text, options, key, scrubbed), mime_key: semconv.MIME_JSON}
     return {key: finish(text, options, key, scrubbed)}
+
+
+def _short(text: str, options: CaptureOptions) -> bool:
+    """A text pending content may hold: no cut needed (the cut stays on the app thread).
+
+    A longer one is finished as it is recorded, at a cost bounded by the limit.
+    """
+    return type(text) is str and len(text) <= options.max_attribute_length
+
+
+def _pend(pending: list[str] | None, key: str, short: bool) -> bool:
+    """Whether `key`'s text is left pending: listed once while it is, never once it is not."""
+    if pending is None:
+        return False
+    if short:
+        if key not in pending:
+            pending.append(key)
+        return True
+    if key in pending:
+        pending.remove(key)
+    return False
+
+
+def _contents(contexts: Any) -> list[str]:
+    """The texts of the contexts given: a list of str as it is, anything else converted."""
+    if type(contexts) is list and all(type(text) is str for text in contexts):
+        return contexts
+    return [doc.content for doc in to_documents(contexts)]
+
+
+def _write(span: Span, attributes: dict[str, Any]) -> None:
+    """Write attributes onto an open span; a single one through the cheaper `set_attribute`."""
+    if len(attributes) == 1:
+        [(key, value)] = attributes.items()
+        span.set_attribute(key, value)
+    elif attributes:
+        span.set_attributes(attributes)
 
 
 _NOT_TEXT = (bytes, bytearray, memoryview, Coroutine)
@@ -289,42 +346,67 @@ def _first_int(get: Any, keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def start_span(
-    name: str, kind: Kind, model: str | None = None, input: Any = UNSET, contexts: Any = UNSET
-) -> SpanRecorder:
-    """Start (but do not activate) a span of the given kind as a child of the current one.
-
-    What is known at the start (model, input, contexts) goes in with the span's
-    creation: one attribute validation pass instead of one per attribute.
-    """
+def base_attributes(name: str, kind: Kind, model: str | None) -> dict[str, Any]:
+    """What every span of this name, kind and model starts with (a decorator plans it once)."""
     attributes: dict[str, Any] = {semconv.OPENINFERENCE_SPAN_KIND: _OPENINFERENCE_KIND[kind]}
     if kind == "llm":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_CHAT
         if model is not None:
             attributes[semconv.LLM_MODEL_NAME] = model
             attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-        if not capture_options().capture_content:
-            attributes[semconv.CAPTURE_CONTENT] = False  # the reader skips: capture_off
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
     elif kind == "tool":  # its output is evidence for later LLM spans of the trace
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_EXECUTE_TOOL
         attributes[semconv.GEN_AI_TOOL_NAME] = name
         attributes[semconv.TOOL_NAME] = name
+    return attributes
+
+
+_REMEMBERED: frozenset[Kind] = frozenset({"retriever", "tool"})
+"""Kinds whose content the processor remembers on the app thread: finished as recorded."""
+
+
+def start_span(
+    name: str,
+    kind: Kind,
+    model: str | None = None,
+    input: Any = UNSET,
+    contexts: Any = UNSET,
+    base: dict[str, Any] | None = None,
+) -> SpanRecorder:
+    """Start (but do not activate) a span of the given kind as a child of the current one.
+
+    What is known at the start (model, input, contexts) goes in with the span's
+    creation: one attribute validation pass instead of one per attribute. `base`: the
+    span's `base_attributes`, when the caller planned them.
+    """
+    attributes = dict(base_attributes(name, kind, model) if base is None else base)
+    options = capture_options()
+    if kind == "llm" and not options.capture_content:
+        attributes[semconv.CAPTURE_CONTENT] = False  # the reader skips: capture_off
+    tracer, defer = _tracer()
+    # The output is listed ahead: a text output, the common case, costs no second write.
+    pending = (
+        [semconv.OUTPUT_VALUE]
+        if defer and options.capture_content and kind not in _REMEMBERED
+        else None
+    )
     scrubbed: list[str] = []
     try:
         if input is not UNSET:
-            attributes.update(content_attributes(input, True, scrubbed))
+            attributes.update(content_attributes(input, True, scrubbed, pending))
         if contexts is not UNSET:
-            documents = to_documents(contexts)
-            attributes.update(contexts_attributes([doc.content for doc in documents], scrubbed))
+            attributes.update(contexts_attributes(_contents(contexts), scrubbed, pending))
         if scrubbed:
             attributes[semconv.SCRUBBED] = scrubbed
+        if pending:
+            attributes[semconv.CONTENT_PENDING] = ",".join(pending)
     except Exception:
         logger.exception("tracefact: could not record the input or contexts")
     span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
-    span = _tracer().start_span(name, kind=span_kind, attributes=attributes)
-    return SpanRecorder(span, kind, scrubbed)
+    span = tracer.start_span(name, kind=span_kind, attributes=attributes)
+    return SpanRecorder(span, kind, scrubbed, pending)
 
 
 def span(name: str, kind: Kind = "chain", *, model: str | None = None) -> SpanRecorder:

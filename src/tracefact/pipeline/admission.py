@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracefact import semconv
-from tracefact.pipeline.verdict import Verdict, refused
+from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, refused
 from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
 
 
@@ -44,7 +44,7 @@ class Admission:
         """
         decision = safe_decide(self.sampler, SpanInfo(trace_id, name, attributes))
         if not decision.sampled:
-            return refused(semconv.REFUSED_SAMPLED_OUT, decision.rate)
+            return SAMPLED_OUT  # `refused`'s answer for every span sampled out
         with self._lock:
             admitted = self._in_flight < self.capacity
             if admitted:

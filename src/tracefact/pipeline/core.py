@@ -32,7 +32,7 @@ from tracefact.evaluators.base import Evaluator
 from tracefact.pipeline.admission import Admission
 from tracefact.pipeline.delivery import Apply, Delivery, Receipt, SpanObserver
 from tracefact.pipeline.evaluation import Evaluation
-from tracefact.pipeline.jobs import Job, Jobs
+from tracefact.pipeline.jobs import Job, Jobs, Unread
 from tracefact.pipeline.metrics import PipelineMetrics
 from tracefact.pipeline.options import PipelineOptions
 from tracefact.pipeline.reading import SpanReader
@@ -123,12 +123,15 @@ class Pipeline(Generic[S]):
         span: S,
         admitted: Decision | None = None,
         grounding: Sequence[str] = (),
+        prepare: Callable[[], tuple[SpanRecord, S]] | None = None,
     ) -> None:
         """Judge one ended LLM span: every path ends in verdicts through `apply`.
 
         `admitted`: the decision of a span admitted while it was open (the SDK admits as
         spans start); without one, admission decides now. `grounding`: documents of a
-        `tracefact.grounding` block not yet on the span.
+        `tracefact.grounding` block not yet on the span. `prepare`: with `admitted`, the
+        span is read on the evaluation loop, not on the caller's thread, from the record
+        and span `prepare` gives there (while spans are held until judged; else now).
         """
         if admitted is None:
             answer = self.admission.admit(record.trace_id, record.name, record.attributes)
@@ -136,12 +139,19 @@ class Pipeline(Generic[S]):
                 self._delivery.deliver(record, span, answer)
                 return
             admitted = answer
-        reading = self.reader.read(record, grounding)
-        if reading.case is None:
-            self.admission.release(admitted)
-            self._delivery.deliver(record, span, skipped(reading, admitted.rate))
-            return
-        job = Job(record, span, admitted, reading, held=self._held, ended=self.clock.now())
+        reading = None
+        unread = None
+        if prepare is not None and self._held:
+            unread = Unread(prepare, grounding, self.reader.evidence(record.trace_id))
+        else:
+            if prepare is not None:
+                record, span = prepare()
+            reading = self.reader.read(record, grounding)
+            if reading.case is None:
+                self.admission.release(admitted)
+                self._delivery.deliver(record, span, skipped(reading, admitted.rate))
+                return
+        job = Job(record, span, admitted, reading, self._held, self.clock.now(), unread)
         worker = self._jobs.open(job)
         if worker is None:  # shutdown began
             self.admission.release(admitted)
@@ -158,6 +168,10 @@ class Pipeline(Generic[S]):
         """Send out a verdict the host decided alone (nested, or already on the span)."""
         self._delivery.deliver(record, span, verdict)
 
+    def passed(self, refusal: Verdict) -> None:
+        """Count a span refused as it started (sampled out): its host sends it on as it is."""
+        self._delivery.passed(refusal)
+
     # --- verdicts out ----------------------------------------------------------------------
     def _release(self, job: Job[S]) -> None:
         """The hold limit passed: the span leaves with status `timeout`, unless it is gone."""
@@ -167,7 +181,7 @@ class Pipeline(Generic[S]):
             )  # the observers see the span with its results, from `_finish`
             self._delivery.deliver(job.record, job.span, verdict)
 
-    def _finish(self, job: Job[S], verdict: Verdict) -> None:
+    def _finish(self, job: Job[S], verdict: Verdict, review: bool = True) -> None:
         """Deliver a job's last verdict, once, then give its place in flight back.
 
         On the span itself while it is held, else on a carrier span; the results reach
@@ -177,7 +191,7 @@ class Pipeline(Generic[S]):
         finished = self._jobs.finish(job)
         if finished is None:
             return
-        if self.review is not None:
+        if self.review is not None and review:  # a span with nothing to judge is not reviewed
             verdict = self._selected(job, verdict)
         try:
             if finished.held:
@@ -206,7 +220,23 @@ class Pipeline(Generic[S]):
         return Worker(self._run, "tracefact-evaluation", self.options.concurrency, self.clock)
 
     async def _run(self, job: Job[S]) -> None:
+        if job.unread is not None and not self._read(job):
+            return
         await self._evaluation.run(job)
+
+    def _read(self, job: Job[S]) -> bool:
+        """Read a job's span on the evaluation loop; False when it has nothing to judge.
+
+        A span with nothing to judge leaves with its skip reason, as on the host's thread.
+        """
+        unread, job.unread = job.unread, None
+        assert unread is not None
+        job.record, job.span = unread.prepare()
+        job.reading = self.reader.read(job.record, unread.grounding, unread.evidence)
+        if job.reading.case is not None:
+            return True
+        self._finish(job, skipped(job.reading, job.decision.rate), review=False)
+        return False
 
     def _replace_worker(self) -> None:
         """Swap a blocked loop for a fresh one.

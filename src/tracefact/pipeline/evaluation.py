@@ -71,8 +71,9 @@ class Evaluation:
         verdict: Verdict | None = None
         error = "evaluation ended without a result"
         try:
+            assert job.reading is not None, "a job is read before it is judged"
             case = job.reading.case
-            assert case is not None, "only spans with a case become jobs"
+            assert case is not None, "only spans with a case are judged"
             started = time.time_ns()
             outcomes = [
                 cleaned(outcome)

@@ -10,6 +10,7 @@ last verdict) and `close` (once: the caller gives its place in flight back).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from tracefact._clock import SYSTEM, Clock
@@ -34,6 +35,7 @@ class Job(Generic[S]):
         "reading",
         "record",
         "span",
+        "unread",
         "worker",
     )
 
@@ -42,16 +44,19 @@ class Job(Generic[S]):
         record: SpanRecord,
         span: S,
         decision: Decision,
-        reading: Reading,
+        reading: Reading | None,
         held: bool,
         ended: float,
+        unread: Unread[S] | None = None,
     ) -> None:
         self.record = record
         self.span = span
         self.decision = decision
         """The sampler's decision: it holds the job's place in flight (`Admission`)."""
         self.reading = reading
-        """The case read off the span as it ended, and where its contexts came from."""
+        """The case read off the span, and where its contexts came from (None: not yet)."""
+        self.unread = unread
+        """What reading it on the evaluation loop takes, until it is read there."""
         self.held = held
         """The span waits for its verdict (attach "enrich"); once released it has left."""
         self.counted = False
@@ -64,6 +69,16 @@ class Job(Generic[S]):
         """Finished: its last verdict is delivered (or being delivered), nothing else may be."""
         self.worker: Worker[Job[S]] | None = None
         """The evaluation loop it was handed to."""
+
+
+class Unread(NamedTuple, Generic[S]):
+    """A span to read on the evaluation loop rather than on the thread that ended it."""
+
+    prepare: Callable[[], tuple[SpanRecord, S]]
+    """The host's record and span as they are to be read and sent on (content finished)."""
+    grounding: Sequence[str]
+    evidence: Sequence[str]
+    """Its trace's evidence as the span ended (`SpanReader.evidence`)."""
 
 
 class Finished(NamedTuple):

@@ -156,13 +156,12 @@ class PipelineMetrics:
         """Documents evicted so far from the pipeline's per-trace store, by reason."""
         self._process = process_metrics(meter_provider)
         self._process.pipelines.add(self)
-
-    def span_finished(self, status: str, skip_reason: str | None = None) -> None:
+        self.span_finished: Callable[[str, str | None], None] = self._process.span_finished
         """Count a span leaving the pipeline under its final status (upstream ones too).
 
-        A skipped span is also counted under its reason.
+        A skipped span is also counted under its reason. The process's own counter, bound
+        once: every LLM span passes here on an application thread.
         """
-        self._process.span_finished(status, skip_reason)
 
     def evaluated(self, outcome: Outcome) -> None:
         process, result = self._process, outcome.result

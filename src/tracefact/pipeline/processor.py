@@ -22,7 +22,6 @@ the span, a copy of it with the verdict, or a carrier span (`spans.py`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,19 +35,27 @@ from tracefact._clock import SYSTEM, Clock
 from tracefact._otel import reset_after_fork
 from tracefact.conventions import LLM_ROLE_KEYS, ROLE_KEYS, span_role
 from tracefact.evaluators.base import Evaluator
+from tracefact.export import ExportProcessor
 from tracefact.instrument.grounding import grounding_attributes, grounding_documents
+from tracefact.instrument.pending import finished
 from tracefact.pipeline.core import Pipeline
 from tracefact.pipeline.delivery import SpanObserver
 from tracefact.pipeline.options import PipelineOptions
 from tracefact.pipeline.reading import SpanReader
 from tracefact.pipeline.spans import SdkRecord, applied, plain_attributes
-from tracefact.pipeline.verdict import Verdict, nested, written
+from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, nested, written
 from tracefact.pipeline.wrapper import WrapperSpanProcessor
 from tracefact.review.design import ReviewSampler
 from tracefact.sampling import Always, Decision, Sampler
 from tracefact.sinks.base import ResultSink
 
 logger = logging.getLogger("tracefact")
+
+_ROLE_KEYS_BUT_DB = ROLE_KEYS - {semconv.DB_SYSTEM}
+_NOT_LIVE = object()
+"""`_live`'s answer for a span not seen as it started."""
+_DB_SYSTEM = semconv.DB_SYSTEM
+_VECTOR_DBS = semconv.VECTOR_DB_SYSTEMS
 
 
 class EvaluationProcessor(WrapperSpanProcessor):
@@ -103,6 +110,11 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._clock = clock
         self._review = review
         super().__init__(downstream)
+        # The export stage does nothing as spans start: not calling it saves a call per span.
+        self._start_downstream = (
+            None if isinstance(downstream, ExportProcessor) else downstream.on_start
+        )
+        self._end_downstream = downstream.on_end
         self._reset()
         reset_after_fork(self._reset)
 
@@ -130,14 +142,15 @@ class EvaluationProcessor(WrapperSpanProcessor):
             clock=self._clock,
             review=self._review,
         )
-        self._lock = threading.Lock()  # guards the two below across application threads
-        self._live: set[int] = set()  # span ids of LLM spans started and not yet ended
-        self._admitted: dict[int, Decision] = {}  # span id -> decision, admitted while open
+        # The LLM spans started and not yet ended, by span id: each one's decision when it
+        # was admitted as it started, its refusal when not, None when nested.
+        self._live: dict[int, Decision | Verdict | None] = {}
 
     # --- application threads ----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Decide whether the span will be evaluated while it is still open."""
-        self.downstream.on_start(span, parent_context)
+        if self._start_downstream:
+            self._start_downstream(span, parent_context)
         try:  # `plain_attributes` inlined: this runs for every span of the process
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
@@ -145,37 +158,34 @@ class EvaluationProcessor(WrapperSpanProcessor):
         # Most spans carry none of the LLM role keys: one C-level check sends them on.
         if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
             return
-        context = span.context
-        nested_in = self._nested_in(span)
-        if nested_in is not None:
-            span.set_attributes(nested(nested_in).attributes)
-            admitted = None
+        span_id = span.context.span_id
+        parent = span.parent  # `_nested_in` inlined: every LLM span passes here
+        if parent is not None and not parent.is_remote and parent.span_id in self._live:
+            _write(span, nested(f"{parent.span_id:016x}").attributes)
+            self._live[span_id] = None
         else:
-            admitted = self._admit_open(span, attributes, parent_context)
-        with self._lock:
-            self._live.add(context.span_id)
-            if admitted is not None:
-                self._admitted[context.span_id] = admitted
+            # One C-level operation (atomic under the GIL), and only this span's start and
+            # end touch its id: no lock.
+            self._live[span_id] = self._admit_open(span, attributes, parent_context)
 
     def _admit_open(
         self, span: Span, attributes: Mapping[str, Any], parent_context: Context | None
-    ) -> Decision | None:
-        """Grounding and admission on the open span, each its one attribute write.
+    ) -> Decision | Verdict | None:
+        """Grounding and admission on the open span, in one attribute write.
 
-        The decision when admitted; a refusal (or shutdown) is written on the span now.
+        The decision when admitted; a refusal is written on the span now and returned
+        (None for shutdown).
         """
         marks = {} if semconv.CONTEXTS in attributes else grounding_attributes(parent_context)
         pipeline = self._pipeline
         if pipeline.closed:
-            span.set_attributes({**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
+            _write(span, {**marks, semconv.EVAL_STATUS: semconv.STATUS_SHUTDOWN})
             return None
-        if marks:
-            span.set_attributes(marks)
         answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
         if isinstance(answer, Verdict):  # refused
-            _write(span, answer.attributes)
-            return None
-        span.set_attribute(semconv.EVAL_SAMPLE_RATE, answer.rate)
+            _write(span, {**marks, **answer.attributes} if marks else answer.attributes)
+            return answer
+        _write(span, {**marks, semconv.EVAL_SAMPLE_RATE: answer.rate})
         return answer
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -184,20 +194,35 @@ class EvaluationProcessor(WrapperSpanProcessor):
             attributes = span._attributes._dict  # type: ignore[union-attr]
         except AttributeError:
             attributes = plain_attributes(span)
-        role = None if attributes.keys().isdisjoint(ROLE_KEYS) else span_role(attributes)
+        # Most spans carry none of the role keys, and a database's is no vector store's:
+        # they go straight on, one call to the export stage.
+        if (
+            attributes.keys().isdisjoint(_ROLE_KEYS_BUT_DB)
+            and attributes.get(_DB_SYSTEM) not in _VECTOR_DBS
+        ):
+            if self._stored_traces:
+                self._forget_at_root(span)
+            self._end_downstream(span)
+            return
         context = span.context
+        entry = _NOT_LIVE if context is None else self._live.pop(context.span_id, _NOT_LIVE)
+        if entry is SAMPLED_OUT:  # its status went on as it started: it leaves as it is
+            self._pipeline.passed(SAMPLED_OUT)
+            self._end_downstream(span)
+            if self._stored_traces:
+                self._forget_at_root(span)
+            return
+        live = entry is not _NOT_LIVE  # an LLM span seen as it started
+        role = "llm" if live else span_role(attributes)
         if role != "llm" or context is None:
             if role is not None and context is not None:  # a retriever or a tool
                 events = [(e.name, e.attributes or {}) for e in span.events]
                 self.reader.remember(context.trace_id, role, attributes, events, span.end_time)
             if self._stored_traces:
                 self._forget_at_root(span)
-            self.downstream.on_end(span)
+            self._end_downstream(span)
             return
-        with self._lock:
-            live = context.span_id in self._live
-            self._live.discard(context.span_id)
-            admitted = self._admitted.pop(context.span_id, None)
+        admitted = entry if isinstance(entry, Decision) else None
         pipeline = self._pipeline
         record = SdkRecord(span, attributes)
         if isinstance(attributes.get(semconv.EVAL_STATUS), str):  # while open, or upstream
@@ -206,9 +231,9 @@ class EvaluationProcessor(WrapperSpanProcessor):
             pipeline.deliver(record, span, written(attributes))
         elif not live and (nested_in := self._nested_in(span)) is not None:
             pipeline.deliver(record, span, nested(nested_in))  # recognised only as it ends
-        else:
+        else:  # read on the evaluation loop: the app thread pays for no content
             grounding = () if live else grounding_documents()
-            pipeline.evaluate(record, span, admitted, grounding)
+            pipeline.evaluate(record, span, admitted, grounding, lambda: _prepared(span))
         if self._stored_traces:
             self._forget_at_root(span)
 
@@ -260,14 +285,24 @@ class EvaluationProcessor(WrapperSpanProcessor):
         self._pipeline.shutdown_sinks()
 
 
-def _write(span: Span, attributes: Mapping[str, Any]) -> None:
-    """Write attributes onto an open span.
+def _prepared(span: ReadableSpan) -> tuple[SdkRecord, ReadableSpan]:
+    """The span as it is judged and exported: its pending content finished first."""
+    span = finished(span)
+    return SdkRecord(span, plain_attributes(span)), span
 
-    A single one goes through `set_attribute`, which costs the SDK half what
-    `set_attributes` does.
+
+def _write(span: Span, attributes: Mapping[str, Any]) -> None:
+    """Write tracefact's own attributes (str and float values) onto a span as it starts.
+
+    No other thread holds a span before its start returns, so they go straight into the
+    SDK's attribute dict, without the span's lock and a validation pass each (which cost
+    more than the decision itself); through `set_attributes` where the SDK keeps them
+    otherwise, or where they would pass its limit on attributes.
     """
-    if len(attributes) == 1:
-        [(key, value)] = attributes.items()
-        span.set_attribute(key, value)
-    else:
+    bounded = getattr(span, "_attributes", None)
+    plain = getattr(bounded, "_dict", None)
+    maxlen = getattr(bounded, "maxlen", None)
+    if type(plain) is not dict or (maxlen is not None and len(plain) + len(attributes) > maxlen):
         span.set_attributes(attributes)
+        return
+    plain.update(attributes)

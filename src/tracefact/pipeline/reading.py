@@ -53,12 +53,28 @@ class SpanReader:
         """The trace is over: its evidence goes."""
         self.store.forget(trace_id)
 
-    def read(self, record: SpanRecord, grounding: Sequence[str] = ()) -> Reading:
+    def evidence(self, trace_id: int) -> list[str]:
+        """What the trace gathered so far (entries of the store), for a `read` later.
+
+        Taken as the span ends: its trace's root may end, and its evidence go, before the
+        evaluation thread reads the span.
+        """
+        return self.store.documents(trace_id)
+
+    def read(
+        self,
+        record: SpanRecord,
+        grounding: Sequence[str] = (),
+        evidence: Sequence[str] | None = None,
+    ) -> Reading:
         """The case to judge on an ended LLM span, or why there is none; never raises.
 
         grounding: documents of a `tracefact.grounding` block not yet on the span.
+        evidence: the trace's entries as `evidence` took them (default: the store's now).
         """
-        documents, tools = split_entries(self.store.documents(record.trace_id))
+        if evidence is None:
+            evidence = self.store.documents(record.trace_id)
+        documents, tools = split_entries(evidence)
         return read_case(
             record.attributes,
             record.events,
