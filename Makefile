@@ -183,13 +183,12 @@ $(BENCH_VENV)/.installed: $(UV) locks/bench.txt pyproject.toml
 	touch $@
 
 # The issue table: `| path | measured | goal |`, the SDK's rows (peers included, from the
-# bench environment) then the collector's (`benchmarks/collector.py --table`, once it has it); `make bench-all` also runs every other benchmark.
+# bench environment) then the collector's; `make bench-all` also runs every other benchmark.
 bench: setup-dev $(BENCH_VENV)/.installed
 	@echo "| path | measured | goal |"
 	@echo "|---|---|---|"
 	@$(BENCH_VENV)/bin/python benchmarks/sdk.py --table
-	@if $(BIN)/python benchmarks/collector.py --help | grep -q -- --table; then \
-		$(BIN)/python benchmarks/collector.py --table; fi
+	@$(BIN)/python benchmarks/collector.py --only rows
 
 bench-all: bench
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
