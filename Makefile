@@ -188,7 +188,7 @@ bench: setup-dev $(BENCH_VENV)/.installed
 	@echo "| path | measured | goal |"
 	@echo "|---|---|---|"
 	@$(BENCH_VENV)/bin/python benchmarks/sdk.py --table
-	@$(BIN)/python benchmarks/collector.py --only rows
+	@$(BIN)/python benchmarks/collector.py --table
 
 bench-all: bench
 	for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -900,12 +900,13 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
         values = figures[name]
         return f"{min(values):.2f}-{statistics.median(values):.2f}"
 
-    print(
-        f"5. the issue's collector rows: {args.repeats} interleaved rounds of {args.batches} "
-        f"batches (min-median, µs of CPU per span in this process, the poster's taken out)"
-    )
-    print("| path | measured | goal |")
-    print("|---|---|---|")
+    if not args.table:
+        print(
+            f"5. the issue's collector rows: {args.repeats} interleaved rounds of {args.batches} "
+            f"batches (min-median, µs of CPU per span in this process, the poster's taken out)"
+        )
+        print("| path | measured | goal |")
+        print("|---|---|---|")
     print(
         f"| collector pass-through, evaluation off | {span('off')} µs CPU per span "
         f"(decode + re-encode alone {span('codec')} µs; a plain asyncio forwarder of the same "
@@ -938,8 +939,14 @@ def main() -> None:
         choices=["forwarding", "cpu", "rows"],
         help="run only pass-through (1), CPU (4) or the issue's rows (5)",
     )
+    parser.add_argument(
+        "--table", action="store_true", help="only the rows of (5), for `make bench`'s table"
+    )
     args = parser.parse_args()
-    print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
+    if args.table:
+        args.only = "rows"
+    else:
+        print(f"cores: {os.cpu_count()}; batches of {BATCH_SPANS} spans over OTLP/HTTP protobuf")
     with tempfile.TemporaryDirectory(prefix="tracefact-bench-") as directory:
         workdir = Path(directory)
         if args.only is not None:
