@@ -6,6 +6,7 @@
   context key; it is private, so it is named here only.
 - Fork safety: an object that owns threads or locks must start afresh in a forked
   child, as OpenTelemetry's BatchSpanProcessor does, without keeping itself alive.
+- Copies: an ended SDK span is immutable, so what tracefact adds to one leaves as a copy.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import contextvars
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan
 
 _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
 
@@ -66,3 +70,23 @@ def reset_after_fork(reset: Callable[[], object]) -> None:
             bound()
 
     os.register_at_fork(after_in_child=after_in_child)
+
+
+def copied(
+    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] | None = None
+) -> ReadableSpan:
+    """An ended span again, with these attributes (and events): SDK spans are immutable."""
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=BoundedAttributes(attributes=attributes, immutable=True),
+        events=span.events if events is None else events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )

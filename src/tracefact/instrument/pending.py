@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from tracefact import semconv
+from tracefact._otel import copied
 from tracefact.instrument.capture import capture_options, finish
 
 
@@ -82,7 +82,7 @@ def finished(span: ReadableSpan) -> ReadableSpan:
         attributes = dict(span.attributes or {})
     if semconv.CONTENT_PENDING not in attributes:
         return span
-    return _copy(span, finished_attributes(attributes))
+    return copied(span, finished_attributes(attributes))
 
 
 def finished_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,20 +113,3 @@ def finished_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def _output_last(key: str) -> bool:
     return key == semconv.OUTPUT_VALUE
-
-
-def _copy(span: ReadableSpan, attributes: dict[str, Any]) -> ReadableSpan:
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=BoundedAttributes(attributes=attributes, immutable=True),
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )

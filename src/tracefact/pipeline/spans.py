@@ -19,6 +19,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from tracefact import semconv
+from tracefact._otel import copied
 from tracefact._version import __version__
 from tracefact.conventions.messages import Event as ReaderEvent
 from tracefact.pipeline.verdict import NOTHING, Verdict
@@ -102,20 +103,7 @@ def applied(span: ReadableSpan, verdict: Verdict) -> ReadableSpan:
         return span
     merged = dict(span.attributes or {})
     merged.update(verdict.attributes)
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=BoundedAttributes(attributes=merged, immutable=True),
-        events=(*span.events, *_events(verdict)),
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return copied(span, merged, (*span.events, *_events(verdict)))
 
 
 def carrier_span(evaluated: ReadableSpan, verdict: Verdict) -> ReadableSpan:
