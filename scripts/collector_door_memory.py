@@ -5,7 +5,8 @@ it with one small request, then posts the case's body once, or three times at on
 prints the growth of the process's peak RSS (VmHWM) over the warmed baseline with the
 statuses it answered. The bodies are 8 MiB of protobuf (`max_body_bytes`, the default):
 empty spans; one span carrying empty attributes, events or links; one attribute whose
-array value holds empty values; and OTLP/JSON of one span with empty attributes.
+array value holds empty values; and OTLP/JSON of one span with empty attributes, or
+with a field OTLP does not know holding arrays of empty arrays.
 
     .venv/bin/python scripts/collector_door_memory.py [words of case names...]
 """
@@ -64,6 +65,11 @@ def _json_attributes(count: int) -> bytes:
     return head + b",".join([b"{}"] * count) + b"]}]}]}]}"
 
 
+def _json_unknown_field(count: int) -> bytes:
+    head = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","x":['
+    return head + b",".join([b"[[]]"] * count) + b"]}]}]}]}"
+
+
 CASES: dict[str, tuple[bytes, str]] = {
     "empty spans": (_fill(lambda n: _delimited(1, _delimited(2, b"\x12\x00" * n)), 2), "p"),
     "one span, empty attributes": (_fill(lambda n: _request(b"\x4a\x00" * n), 2), "p"),
@@ -71,6 +77,7 @@ CASES: dict[str, tuple[bytes, str]] = {
     "one span, empty links": (_fill(lambda n: _request(b"\x6a\x00" * n), 2), "p"),
     "one attribute, array of empty values": (_fill(lambda n: _request(_array(n)), 2), "p"),
     "OTLP/JSON, one span, empty attributes": (_fill(_json_attributes, 3), "j"),
+    "OTLP/JSON, one span, an unknown field of arrays": (_fill(_json_unknown_field, 5), "j"),
     # Within the default limits, and at both: accepted, and the most a request costs.
     "100,000 empty spans, one with 500,000 empty links": (
         _delimited(1, _delimited(2, _delimited(2, b"\x6a\x00" * 500_000) + b"\x12\x00" * 99_999)),

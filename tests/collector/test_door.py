@@ -7,7 +7,9 @@ Black-box: raw sockets and httpx against the port, whichever server is behind it
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import socket
+import tracemalloc
 from collections.abc import Iterator
 
 import httpx
@@ -17,6 +19,7 @@ from tests.collector.harness import CollectorProcess, base_config, running_colle
 from tests.collector.test_protection import rejected, valid_request
 from tests.fakes.otlp import OTLPReceiver, otlp_receiver
 from tracefact import semconv
+from tracefact.collector.decode import json_cost
 
 MAX_BODY = 16 * 1024
 MAX_CONNECTIONS = 64
@@ -120,3 +123,52 @@ def test_bodies_past_the_bytes_in_flight_are_refused_at_once(
         assert wait_until(refused, 5)
         assert rejected(collector, "http", semconv.REJECT_FULL) > before
     assert wait_until(lambda: serving(collector))
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def test_json_whose_parse_could_not_fit_the_bytes_in_flight_is_a_counted_413(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """16 KiB of empty attributes parse to 5,000 objects: refused unparsed; one span is not."""
+    collector, upstream = served
+    head_, tail = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[', b"]}]}]}]}"
+    body = head_ + b",".join([b"{}"] * ((MAX_BODY - 100) // 3)) + tail
+    before = rejected(collector, "http", semconv.REJECT_TOO_LARGE)
+    response = httpx.post(f"{collector.http}/v1/traces", content=body, headers=JSON)
+    assert response.status_code == 413 and "too large to parse" in response.text
+    assert rejected(collector, "http", semconv.REJECT_TOO_LARGE) == before + 1
+    span = {"traceId": "0b" * 16, "spanId": "0c" * 8, "name": "GET /", "kind": 2}
+    small = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    response = httpx.post(f"{collector.http}/v1/traces", content=small, headers=JSON)
+    assert response.status_code == 200, response.text
+    assert wait_until(lambda: any(s.span_id == bytes([0x0C] * 8) for _, s in upstream.spans()))
+
+
+def _wide(count: int) -> bytes:
+    """Strings of ASCII with one character past the BMP: four bytes a character parsed."""
+    return json.dumps(["\U0001f600" + "a" * 200] * count, ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" + b",".join([b"{}"] * 20_000) + b"]",
+        b"[" + b",".join([b"[[]]"] * 20_000) + b"]",
+        b"[" + b",".join(b'{"%06x":1.5}' % i for i in range(20_000)) + b"]",
+        b"{" + b",".join(b'"%06x":"%06x"' % (i, i) for i in range(20_000)) + b"}",
+        _wide(1_000),
+        json.dumps(["\U0001f600" + "a" * 200] * 1_000).encode(),  # the same, escaped
+    ],
+    ids=["empty-objects", "nested-arrays", "distinct-keys", "strings", "wide", "escaped"],
+)
+def test_json_cost_bounds_what_the_parse_allocates(body: bytes) -> None:
+    tracemalloc.start()
+    try:
+        document = json.loads(body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert document
+    assert peak <= json_cost(body), (peak, json_cost(body))

@@ -102,7 +102,9 @@ class Limits(_Model):
     max_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Request bodies the HTTP receiver reads and decodes at once, in bytes (by their
     Content-Length, `max_body_bytes` for a chunked one); a request past it is answered
-    429 with a retry hint at once: memory stays bounded under concurrent large requests."""
+    429 with a retry hint at once: memory stays bounded under concurrent large requests.
+    An OTLP/JSON body is charged what Python's parse of it may cost too (`json_cost`,
+    about 12 times an ordinary body), and one whose parse could never fit is a 413."""
     max_connections: int = Field(default=1024, ge=1)
     """HTTP connections served at once; one more is answered 503 with a retry hint at
     once and closed (a burst of several hundred clients is served)."""

@@ -18,7 +18,8 @@ refused gets a status saying why, and is counted by reason:
 | draining after SIGTERM | 503 | UNAVAILABLE |
 | an unexpected error (a bug), logged | 500 | INTERNAL |
 | `max_connections` connections open already | 503 + Retry-After, closed | - |
-| bodies of `max_bytes_in_flight` being read already | 429 + Retry-After | - |
+| bodies (OTLP/JSON: and its parse) of `max_bytes_in_flight` at once | 429 + Retry-After | - |
+| OTLP/JSON whose parse could cost more than `max_bytes_in_flight` | 413 | - |
 
 The HTTP receiver bounds its memory at the door: connections (`max_connections`), the
 bodies it reads at once (`max_bytes_in_flight`) and the time a request may take to
@@ -68,6 +69,7 @@ from tracefact.collector.decode import (
     decode,
     decompress,
     fits,
+    json_cost,
     media_type,
     outline,
 )
@@ -425,23 +427,45 @@ class _Handler(BaseHTTPRequestHandler):
         size = limit if self._chunked() else min(self._length(), limit)
         if not self.budget.take(size):
             self.close_connection = True  # the body is not read: the connection is done
-            retry_after = ingest.config.forwarding.retry_after_seconds
-            raise Refused(
-                semconv.REJECT_FULL, "receiver busy: too many bytes in flight", retry_after
-            )
+            raise self._busy()
+        held = size
         try:
             body = self._body(limit)
             media = media_type(self.headers.get("Content-Type"))
             data = decompress(body, self.headers.get("Content-Encoding"), limit)
             del body
+            if media == JSON:
+                held += self._take_parse_cost(data, held)
             request = decode(data, media, ingest.config.limits)
             ingest.accept(request, "http", data if media == PROTOBUF else None)
         finally:
-            self.budget.give(size)
+            self.budget.give(held)
         if media == JSON:
             self._reply(200, b"{}", JSON)
         else:
             self._reply(200, ExportTraceServiceResponse().SerializeToString(), media)
+
+    def _take_parse_cost(self, data: bytes, held: int) -> int:
+        """What parsing OTLP/JSON may cost, taken from the bytes in flight before it runs.
+
+        Python's objects cost up to 35 times a JSON body of empty objects: a body whose
+        parse could not fit `max_bytes_in_flight` beside its own bytes is a 413, one that
+        does not fit now a 429, so concurrent JSON bodies stay within the budget too.
+        """
+        cost = json_cost(data)
+        if held + cost > self.budget.limit:
+            message = (
+                f"OTLP/JSON body too large to parse: up to {cost} bytes of objects, over "
+                f"max_bytes_in_flight ({self.budget.limit}); send fewer spans per request"
+            )
+            raise BadRequest(413, semconv.REJECT_TOO_LARGE, message)
+        if not self.budget.take(cost):
+            raise self._busy()
+        return cost
+
+    def _busy(self) -> Refused:
+        retry_after = self.ingest.config.forwarding.retry_after_seconds
+        return Refused(semconv.REJECT_FULL, "receiver busy: too many bytes in flight", retry_after)
 
     def _body(self, limit: int) -> bytes:
         """The body as sent, sized by Content-Length or chunked; 413 past `limit`."""
