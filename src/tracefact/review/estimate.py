@@ -491,20 +491,25 @@ SMALL_COUNT = 5.0
 
 
 def rate_interval(rate: float, n: float, z: float) -> tuple[float, float]:
-    """Wilson's interval, its lower bound no higher than a Poisson one for few events.
+    """Wilson's interval, its bounds no further out than Poisson ones for few events.
 
     Wilson's lower bound undercovers when the count x = rate·n is small (Brown, Cai and
     DasGupta 2001 modify it for x ≤ 3 with a Poisson bound); here it is capped by the
     one-sided Poisson bound Γ⁻¹(α; x)/n below `SMALL_COUNT` events. Not the two-sided
     exact one, Γ⁻¹(α/2; x)/n: combined across strata that one left the rate's interval
     covering over 99% of the time wherever a heavy stratum showed one to four
-    hallucinations (tests/review/test_simulation.py).
+    hallucinations (tests/review/test_simulation.py). Where none is seen, the upper
+    bound is the Poisson mid-p one, -ln(α)/n (3.0/n; Wilson's is 3.84/(n + 3.84), the
+    exact one 3.7/n); for a count above 0 mid-p undercovered where the count is an
+    effective one (mixed evaluation, 2,000 labels: 92.9%), so Wilson's stays.
     """
     lower, upper = wilson(rate, n, z)
     events = rate * n
+    tail = 2 * (1 - NormalDist().cdf(z))
     if 0 < events < SMALL_COUNT:
-        tail = 2 * (1 - NormalDist().cdf(z))
         lower = min(lower, _gamma_quantile(events, tail) / n)
+    if events == 0:  # the mid-p bound: e^(-λ)/2 = α/2
+        upper = min(upper, -math.log(tail) / n)
     return lower, upper
 
 
