@@ -188,11 +188,11 @@ def design(s: Scenario) -> np.ndarray:
 def _people(
     rng: np.random.Generator, labelled: np.ndarray, s: Scenario
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per cell: what people said, the spans labelled twice, and those whose labels differ.
+    """Per cell: majorities saying hallucinated, spans labelled twice, those apart (ties).
 
-    What people said is the sum of the labelled spans' shares of labels saying
-    hallucinated. Each label is wrong with the scenario's noise, independently; a span
-    labelled twice counts as the share of its two labels (0, 1/2 or 1), as the ledger does.
+    Each label is wrong with the scenario's noise, independently; a span labelled twice
+    takes its two labels' majority, as the ledger does: where they differ it is a tie,
+    unsure, so it stays pending.
     """
     e = s.reviewer_noise
     if not e and not s.double_share:  # no draws: the other scenarios keep their seeds' draws
@@ -205,7 +205,7 @@ def _people(
     both = rng.binomial(doubled, e * e)
     one = rng.binomial(doubled - both, 2 * e * (1 - e) / (1 - e * e))
     right = single - wrong + doubled - both - one
-    said_bad = 0.5 * one
+    said_bad = 0 * labelled
     said_bad[..., 0, :] += (wrong + both)[..., 0, :]  # factual calls called hallucinated
     said_bad[..., 1, :] += right[..., 1, :]
     return said_bad, doubled, one
@@ -234,6 +234,7 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     picked = rng.binomial(evaluated, np.broadcast_to(pi, cells.shape))
     labelled = rng.binomial(picked, s.response) if s.response < 1 else picked
     said_bad, doubled, apart = _people(rng, labelled, s)
+    decided = labelled - apart  # two labels apart are a tie: pending
     w = 1 / r
     v = w / pi
 
@@ -245,9 +246,10 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
     excess = by_stratum(evaluated * w * (w - 1))
     n_eval = by_stratum(evaluated)
     n_picked = by_stratum(picked)
-    n_labelled = by_stratum(labelled)
-    label_weight = by_stratum(labelled * v)
-    label_weight_sq = by_stratum(labelled * v * v)
+    n_labelled = by_stratum(decided)
+    label_weight = by_stratum(decided * v)
+    label_weight_sq = by_stratum(decided * v * v)
+    agreed_weight = by_stratum((doubled - apart) * v)
     bad_label_weight = by_stratum(said_bad * v)
     pairs, disagreeing = by_stratum(doubled), by_stratum(apart)
     truth = bad.sum(axis=(1, 2)) / calls.sum(axis=(1, 2))
@@ -287,6 +289,10 @@ def simulate(s: Scenario, seed: int, seeds: int = SEEDS) -> Result:
                     label_weight=float(label_weight[i, g, verdict]),
                     label_weight_squared=float(label_weight_sq[i, g, verdict]),
                     hallucinated_label_weight=float(bad_label_weight[i, g, verdict]),
+                    label_weight_by_reviewers={
+                        1: float(label_weight[i, g, verdict] - agreed_weight[i, g, verdict]),
+                        2: float(agreed_weight[i, g, verdict]),
+                    },
                     lowest_probability=float(pi[0, g, 0, 0, verdict]),
                     highest_probability=float(pi[0, g, 0, 0, verdict]),
                     reviewer_pairs=int(pairs[i, g, verdict]),

@@ -80,12 +80,14 @@ def test_export_label_and_correct_every_span_labelled(
     assert estimate["shown"]
     assert estimate["rate"] == pytest.approx(true_rate)
     # Every span labelled by two reviewers who always agree: the labels' rate is exact, and
-    # the interval only carries how often such reviewers might still both be wrong.
+    # the interval only carries how often such reviewers might still both be wrong: each
+    # span's label is the majority of two, wrong with chance e² / (e² + (1-e)²).
     assert estimate["upper"] == pytest.approx(true_rate)
     assert estimate["reviewer_error"][:2] == [0.0, 0.0]
-    error_bound = estimate["reviewer_error"][2]
-    assert 0 < error_bound < 0.05
-    assert estimate["lower"] == pytest.approx((true_rate - error_bound) / (1 - 2 * error_bound))
+    e = estimate["reviewer_error"][2]
+    assert 0 < e < 0.05
+    both = e * e / (e * e + (1 - e) ** 2)
+    assert estimate["lower"] == pytest.approx((true_rate - both) / (1 - 2 * both))
     assert estimate["evaluator_rate"] == pytest.approx(0.1)
     sensitivity, specificity = estimate["sensitivity"][0], estimate["specificity"][0]
     assert sensitivity == pytest.approx(FLAGGED_TRUE / (FLAGGED_TRUE + PASSED_TRUE))

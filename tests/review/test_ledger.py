@@ -29,26 +29,47 @@ def only(ledger: Ledger, now: float | None = None) -> Any:
     return estimate
 
 
-def test_several_reviewers_count_by_their_share_and_their_disagreement_is_measured() -> None:
+def test_several_reviewers_give_a_span_their_majority_a_tie_stays_pending() -> None:
     ledger = Ledger(min_labels=1)
-    fill(ledger, 3)
+    fill(ledger, 4)
     votes = {
-        0: ["hallucinated", "hallucinated", "factual"],  # two thirds hallucinated
-        1: ["hallucinated", "factual"],  # one half
+        0: ["hallucinated", "hallucinated", "factual"],  # hallucinated by majority
+        1: ["hallucinated", "factual"],  # a tie: unsure, pending
         2: ["unsure"],  # pending
+        3: ["factual", "factual", "unsure"],  # factual
     }
     for i, labels in votes.items():
         for n, label in enumerate(labels):
             ledger.add_label(Label(TRACE, span_id(i), label, f"r{n}", 1.0))
     estimate = only(ledger)
-    assert (estimate.corrected.labels, estimate.corrected.pending) == (2, 1)
-    # agreeing pairs: span 0 has 1 of 3, span 1 has 0 of 1
-    assert estimate.agreement.spans == 2
-    assert estimate.agreement.rate == pytest.approx(1 / 4)
-    # 3 of 4 pairs apart: reviewers no better than chance, so the labels say nothing
+    assert (estimate.corrected.labels, estimate.corrected.pending) == (2, 2)
+    # agreeing pairs: span 0 has 1 of 3, span 1 has 0 of 1, span 3 has 1 of 1
+    assert estimate.agreement.spans == 3
+    assert estimate.agreement.rate == pytest.approx(2 / 5)
+    # 3 of 5 pairs apart: reviewers no better than chance, so the labels say nothing
     error = estimate.corrected.reviewer_error
     assert error.value == pytest.approx(0.5)
     assert (estimate.corrected.lower, estimate.corrected.upper) == (0.0, 1.0)
+
+
+def test_reviewers_who_agree_give_the_rate_of_their_majority() -> None:
+    ledger = Ledger(min_labels=1)
+    fill(ledger, 21)
+    for i in range(21):
+        one = "hallucinated" if i < 5 else "factual"
+        said = ["hallucinated", "factual"] if i == 20 else [one, one]
+        for n, label in enumerate(said):
+            ledger.add_label(Label(TRACE, span_id(i), label, f"r{n}", 1.0))
+    estimate = only(ledger)
+    c = estimate.corrected
+    assert (c.labels, c.pending) == (20, 1)
+    assert estimate.agreement.rate == pytest.approx(20 / 21)
+    # one pair in 21 apart: a reviewer errs e with 2e(1-e) = 1/21; two that agree
+    # err e² / (e² + (1-e)²), and the rate of their majorities, 5/20, is corrected for that
+    e = c.reviewer_error.value
+    assert e == pytest.approx((1 - (1 - 2 / 21) ** 0.5) / 2)
+    m = e * e / (e * e + (1 - e) ** 2)
+    assert c.rate == pytest.approx((5 / 20 - m) / (1 - 2 * m))
 
 
 def test_one_reviewer_per_span_leaves_their_error_unmeasured_and_says_so() -> None:

@@ -4,10 +4,10 @@ Evaluated spans are kept as sums per (evaluator, stratum, hour of their end time
 week of traffic costs a few numbers per stratum; selected spans are kept one by one (the
 label budget bounds them), and labels by span id. A label counts in its span's window
 however late it comes, so a late label revises past windows. Labels are `hallucinated`,
-`factual` or `unsure`; a span labelled by several reviewers counts as the share of them
-saying hallucinated, and their disagreement on doubly labelled spans measures (and
-corrects for) the reviewers' own error. A label for a span that was not selected is kept
-and counted, never used for the estimate.
+`factual` or `unsure`; a span labelled by several reviewers takes their majority (a tie
+is unsure, so pending), and their disagreement on doubly labelled spans is reported and
+measures (and corrects for) the reviewers' own error. A label for a span that was not
+selected is kept and counted, never used for the estimate.
 
 `tracefact report` and `tracefact labels` build one from a spans file and a labels file;
 it holds nothing a restart would lose that those files do not.
@@ -171,19 +171,17 @@ class _Labelled:
         if old is None or label.time >= old.time:
             self.by_reviewer[label.reviewer] = label
 
-    def share(self) -> float | None:
-        """The share of its decided labels saying hallucinated; None for unsure or nothing.
-
-        Not a majority: with each label wrong with the same chance e, the share has the
-        same expectation p(1-2e)+e however many reviewers a span has, which is what lets
-        the estimate correct for e (a majority of two would err e² of the time, one e).
-        """
+    def majority(self) -> tuple[bool, int] | None:
+        """(hallucinated, how many decided labels) by majority; None for a tie or no label."""
         decided = [
             label.label == semconv.REVIEW_VERDICT_HALLUCINATED
             for label in self.by_reviewer.values()
             if label.label != semconv.REVIEW_LABEL_UNSURE
         ]
-        return sum(decided) / len(decided) if decided else None
+        said = sum(decided)
+        if not decided or 2 * said == len(decided):
+            return None
+        return 2 * said > len(decided), len(decided)
 
     def pairs(self) -> tuple[int, int]:
         """(agreeing pairs, pairs) among the decided labels."""
@@ -283,9 +281,12 @@ class Ledger:
                 labelled = self._labels.get(selection.span_id)
                 if labelled is None:
                     continue
-                share = labelled.share()
-                if share is not None:
-                    t.add_label(selection.weight, selection.probability, share)
+                majority = labelled.majority()
+                if majority is not None:
+                    hallucinated, reviewers = majority
+                    t.add_label(
+                        selection.weight, selection.probability, hallucinated, reviewers=reviewers
+                    )
                 a, p = labelled.pairs()
                 t.add_pairs(p, p - a)
                 name = selection.evaluator
