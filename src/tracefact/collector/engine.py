@@ -63,7 +63,8 @@ from tracefact.collector.writeback import Held, Tracker, WriteBack, done_callbac
 from tracefact.conventions import Role, span_role
 from tracefact.conventions.roles import ROLE_KEYS
 from tracefact.pipeline import Pipeline
-from tracefact.pipeline.verdict import nested, unevaluated
+from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, nested, unevaluated
+from tracefact.sampling import Decision
 
 logger = logging.getLogger("tracefact.collector")
 
@@ -406,15 +407,25 @@ class Engine:
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
-        # A tree of its own: the verdict is written on the evaluation thread while this
-        # thread goes on reading the request the span came from.
-        held.span = spans.detached(held.span)
         try:
-            record = spans.record_of(held.span, held.resource)
-            if nested_in is not None:
-                pipeline.deliver(record, held, nested(nested_in))
+            attributes = spans.attributes(held.span.attributes)
+            answer: Decision | Verdict = (
+                nested(nested_in)
+                if nested_in is not None
+                else pipeline.admission.admit(held.trace_id, held.span.name, attributes)
+            )
+            if answer is SAMPLED_OUT:  # by the configured sampler or for want of room: unread
+                pipeline.passed(answer)
+                self.writeback.apply(held, answer)  # on this thread: no copy needed
+                return
+            # A tree of its own: the verdict is written on the evaluation thread while this
+            # thread goes on reading the request the span came from.
+            held.span = spans.detached(held.span)
+            record = spans.record_of(held.span, held.resource, attributes)
+            if isinstance(answer, Verdict):  # nested in another LLM span, or `dropped`
+                pipeline.deliver(record, held, answer)
             else:
-                pipeline.evaluate(record, held)
+                pipeline.evaluate(record, held, answer)
         except Exception:  # never lose the span: it goes on as received
             logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
             self.writeback.forward(held)

@@ -81,14 +81,19 @@ def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=key, value=any_value(v)) for key, v in values.items() if v is not None]
 
 
-def record_of(span: Span, resource: Mapping[str, Any]) -> Record:
-    """The span as the pipeline reads it (call `has_valid_ids` first): decoded once."""
+def record_of(
+    span: Span, resource: Mapping[str, Any], decoded: dict[str, Any] | None = None
+) -> Record:
+    """The span as the pipeline reads it (call `has_valid_ids` first): decoded once.
+
+    `decoded`: its attributes, when they were decoded already (to sample it).
+    """
     return Record(
         int.from_bytes(span.trace_id, "big"),
         int.from_bytes(span.span_id, "big"),
         int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,
         span.name,
-        attributes(span.attributes),
+        attributes(span.attributes) if decoded is None else decoded,
         [(e.name, attributes(e.attributes)) for e in span.events],
         resource,
         span.end_time_unix_nano or None,
