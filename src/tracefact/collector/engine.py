@@ -15,9 +15,11 @@ For each request taken from the `RequestQueue`:
   the collector did it) pass through untouched; those selected for review upstream
   (`tracefact.review.stratum`) are counted by the review monitor on the way;
 - other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
-  a later request still count, then go to the pipeline as a `SpanRecord` with the held
-  protobuf span; its verdicts come back to `WriteBack`, which writes them onto that span
-  (or a protobuf carrier span) and forwards it.
+  a later request still count, then are admitted: one the sampler passes over (bounded
+  by the pipeline's room, so an evaluator slower than the traffic samples more out)
+  leaves at once, neither copied nor read; an admitted one goes to the pipeline as a
+  `SpanRecord` with the held protobuf span; its verdicts come back to `WriteBack`, which
+  writes them onto that span (or a protobuf carrier span) and forwards it.
 
 A request is acknowledged to the queue once all of its spans left upstream (or were
 counted as failed there): that is the bookkeeping durable queues rely on. With a durable
