@@ -35,7 +35,7 @@ def upstream() -> Iterator[OTLPReceiver]:
         yield receiver
 
 
-def llm_span(index: int, round_index: int, hallucinated: bool) -> Span:
+def llm_span(index: int, round_index: int, hallucinated: bool, **extra: str) -> Span:
     label = "hallucinated" if hallucinated else "factual"
     return Span(
         trace_id=(0x30B << 64 | index).to_bytes(16, "big"),
@@ -49,9 +49,19 @@ def llm_span(index: int, round_index: int, hallucinated: bool) -> Span:
                 semconv.INPUT_VALUE: "What is the capital of France?",
                 semconv.CONTEXTS: ["Paris is the capital of France."],
                 semconv.OUTPUT_VALUE: f"round {round_index}: {label}",
+                **extra,
             }
         ),
     )
+
+
+def post(ports: dict[str, int], spans: list[Span]) -> None:
+    response = httpx.post(
+        f"http://127.0.0.1:{ports['http']}/v1/traces",
+        content=request(spans),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    assert response.status_code == 200
 
 
 def request(spans: list[Span]) -> bytes:
@@ -77,12 +87,7 @@ def test_beyond_capacity_spans_are_sampled_out_forwarded_and_the_weighted_rate_u
         for round_index in range(ROUNDS):
             first = round_index * PER_ROUND
             spans = [llm_span(i, round_index, labels[i]) for i in range(first, first + PER_ROUND)]
-            response = httpx.post(
-                f"http://127.0.0.1:{ports['http']}/v1/traces",
-                content=request(spans),
-                headers={"Content-Type": "application/x-protobuf"},
-            )
-            assert response.status_code == 200
+            post(ports, spans)
             evaluators.open_round(round_index)  # what was admitted this round may finish
             assert upstream.wait_for(first + PER_ROUND), f"round {round_index} not forwarded"
     finally:
@@ -104,3 +109,24 @@ def test_beyond_capacity_spans_are_sampled_out_forwarded_and_the_weighted_rate_u
     hallucinated = [a["tracefact.eval.hallucination.label"] == "hallucinated" for a in evaluated]
     weighted = sum(w for w, h in zip(weights, hallucinated, strict=True) if h) / sum(weights)
     assert weighted == pytest.approx(true_rate, abs=0.1), (weighted, true_rate, len(evaluated))
+
+
+def test_a_rule_on_attributes_still_samples_with_room_to_spare(upstream: OTLPReceiver) -> None:
+    """The bounded sampler reads attributes when the configured one asks for them."""
+    settings = base_config(
+        upstream.endpoint,
+        sampler={"ratio": 0.0, "rules": [{"match": {"tier": "gold"}, "ratio": 1.0}]},
+        window_seconds=0,
+    )
+    service = Collector(CollectorConfig.model_validate(settings))
+    ports = service.start()
+    try:
+        post(ports, [llm_span(i, 0, False, tier="gold" if i % 2 else "free") for i in range(4)])
+        assert upstream.wait_for(4)
+    finally:
+        service.shutdown()
+    by_tier = {
+        (a["tier"], a[semconv.EVAL_STATUS], a.get(semconv.EVAL_SAMPLE_RATE))
+        for a in (attributes(span) for _, span in upstream.spans())
+    }
+    assert by_tier == {("gold", semconv.STATUS_OK, 1.0), ("free", semconv.STATUS_SAMPLED_OUT, None)}

@@ -410,7 +410,7 @@ class Engine:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
         try:
-            attributes = spans.attributes(held.span.attributes)
+            attributes = spans.LazyAttributes(held.span.attributes)
             answer: Decision | Verdict = (
                 nested(nested_in)
                 if nested_in is not None
@@ -423,7 +423,7 @@ class Engine:
             # A tree of its own: the verdict is written on the evaluation thread while this
             # thread goes on reading the request the span came from.
             held.span = spans.detached(held.span)
-            record = spans.record_of(held.span, held.resource, attributes)
+            record = spans.record_of(held.span, held.resource, attributes.decoded)
             if isinstance(answer, Verdict):  # nested in another LLM span, or `dropped`
                 pipeline.deliver(record, held, answer)
             else:

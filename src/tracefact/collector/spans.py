@@ -10,7 +10,7 @@ left. Values are encoded here, not by the SDK's exporter: no SDK span is built.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -45,6 +45,35 @@ def value(any_value: AnyValue) -> Any:
 
 def attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
     return {kv.key: value(kv.value) for kv in key_values}
+
+
+class LazyAttributes(Mapping[str, Any]):
+    """A span's attributes, decoded on the first look at them.
+
+    What a sampler sees: one that reads none (a ratio, the room to evaluate) costs a span
+    it passes over no decoding; for one it admits, `decoded` is read once, for its record.
+    """
+
+    __slots__ = ("_decoded", "_key_values")
+
+    def __init__(self, key_values: Iterable[KeyValue]) -> None:
+        self._key_values = key_values
+        self._decoded: dict[str, Any] | None = None
+
+    @property
+    def decoded(self) -> dict[str, Any]:
+        if self._decoded is None:
+            self._decoded = attributes(self._key_values)
+        return self._decoded
+
+    def __getitem__(self, key: str) -> Any:
+        return self.decoded[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.decoded)
+
+    def __len__(self) -> int:
+        return len(self.decoded)
 
 
 def has_valid_ids(span: Span) -> bool:
