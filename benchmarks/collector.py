@@ -806,7 +806,7 @@ def _thread_cpu(prefix: str) -> float:
     return total
 
 
-def _in_process_collector(upstream: str, evaluating: bool, llm_spans: int) -> Any:
+def _in_process_collector(upstream: str, evaluating: bool, queue_size: int) -> Any:
     from tracefact.collector.config import parse
     from tracefact.collector.service import Collector
 
@@ -816,7 +816,7 @@ def _in_process_collector(upstream: str, evaluating: bool, llm_spans: int) -> An
             "enabled": True,
             "evaluators": [{"import": "benchmarks.collector:instant"}],
             "window_seconds": 0,
-            "queue_size": llm_spans * 2,
+            "queue_size": queue_size,
             "max_hold_seconds": 600,
         }
     config = parse(
@@ -863,9 +863,10 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
     plain_spans = len(plain) * BATCH_SPANS
     figures: dict[str, list[float]] = {k: [] for k in ("codec", "asyncio", "off", "engine", "eval")}
     try:
-        off, off_ingest = _in_process_collector(upstream, False, llm_spans)
+        off, off_ingest = _in_process_collector(upstream, False, 0)
         collectors.append(off)
-        on, on_ingest = _in_process_collector(upstream, True, llm_spans)
+        # Room for every LLM span unless `--queue-size` makes the evaluator the bottleneck.
+        on, on_ingest = _in_process_collector(upstream, True, args.queue_size or llm_spans * 2)
         collectors.append(on)
         forwarder = AsyncioForwarder(upstream)
         for round_ in range(args.repeats + 1):  # the first round warms up, uncounted
@@ -938,6 +939,11 @@ def main() -> None:
         "--only",
         choices=["forwarding", "cpu", "rows"],
         help="run only pass-through (1), CPU (4) or the issue's rows (5)",
+    )
+    parser.add_argument(
+        "--queue-size",
+        type=int,
+        help="evaluation.queue_size of the rows' evaluating collector (default: room for all)",
     )
     parser.add_argument(
         "--table", action="store_true", help="only the rows of (5), for `make bench`'s table"

@@ -141,27 +141,38 @@ class _PassRate:
 
 
 class _Buckets:
-    """Sums of a few numbers per time bucket; buckets older than a cutoff are forgotten."""
+    """Sums of a few numbers per time bucket; buckets older than a cutoff are forgotten.
+
+    The totals over the kept buckets are kept as they change, so asking costs the same
+    however many buckets there are (a sampler asks once per decision).
+    """
 
     def __init__(self, bucket_seconds: float) -> None:
         self._seconds = bucket_seconds
         self._buckets: deque[list[float]] = deque()  # [bucket start, *sums]
+        self._totals: list[float] = []
 
     def add(self, now: float, values: tuple[float, ...]) -> None:
         start = now - now % self._seconds
         if not self._buckets or self._buckets[-1][0] < start:
             self._buckets.append([start, *(0.0 for _ in values)])
+            if not self._totals:
+                self._totals = [0.0 for _ in values]
         bucket = self._buckets[-1]
-        for i, value in enumerate(values, 1):
-            bucket[i] += value
+        for i, value in enumerate(values):
+            bucket[i + 1] += value
+            self._totals[i] += value
 
     def totals(self, since: float) -> tuple[float, ...]:
         """Sums over the buckets that end after `since` (a bucket leaves whole)."""
         while self._buckets and self._buckets[0][0] + self._seconds <= since:
-            self._buckets.popleft()
+            gone = self._buckets.popleft()
+            for i, value in enumerate(gone[1:]):
+                self._totals[i] -= value
         if not self._buckets:
+            self._totals = []  # no drift carried past an empty window
             return ()
-        return tuple(sum(column) for column in zip(*self._buckets, strict=True))[1:]
+        return tuple(self._totals)
 
 
 class RateLimit(Sampler):
@@ -195,6 +206,32 @@ class RateLimit(Sampler):
 
     def __repr__(self) -> str:
         return f"RateLimit(per_second={self.per_second}, burst={self.burst})"
+
+
+class Capacity(Sampler):
+    """Passes while evaluation has room (`room()` above zero); its pass share is its rate.
+
+    Bounds a sampler by what the evaluator can take: ``configured & Capacity(room)``
+    samples the excess out at once, with the rate actually applied on each evaluated
+    span, rather than reading spans that are then refused as `dropped` (which leaves the
+    monitored rate to depend on drops). The share is counted as `RateLimit` counts its own.
+    """
+
+    def __init__(
+        self, room: Callable[[], int], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.room = room
+        self._clock = clock
+        self._pass_rate = _PassRate()
+        self._lock = threading.Lock()
+
+    def decide(self, span: SpanInfo) -> Decision:
+        passed = self.room() > 0
+        with self._lock:
+            return Decision(passed, self._pass_rate.add(self._clock(), passed))
+
+    def __repr__(self) -> str:
+        return "Capacity()"
 
 
 class Budget(Sampler):

@@ -295,8 +295,8 @@ def test_an_upstream_that_never_answers_cannot_hold_the_exit_past_the_deadline(
     assert {f["reason"] for f in failed} == {"shutdown"}
 
 
-def test_a_full_evaluation_queue_drops_evaluations_not_requests(tmp_path: Path) -> None:
-    """queue_size 1 and an evaluator that takes a second: the rest go on as `dropped`."""
+def test_a_full_evaluation_queue_samples_out_evaluations_not_requests(tmp_path: Path) -> None:
+    """queue_size 1 and an evaluator that takes a second: the rest go on as `sampled_out`."""
     with otlp_receiver() as upstream:
         config = base_config(
             upstream.endpoint,
@@ -315,8 +315,8 @@ def test_a_full_evaluation_queue_drops_evaluations_not_requests(tmp_path: Path) 
             if s.name == "ChatOpenAI"
         )
         assert len(statuses) == 6
-        assert "ok" in statuses and statuses.count("dropped") >= 3, statuses
-        assert set(statuses) <= {"ok", "dropped"}
+        assert "ok" in statuses and statuses.count("sampled_out") >= 3, statuses
+        assert set(statuses) <= {"ok", "sampled_out"}
 
 
 def test_attach_span_forwards_at_once_and_sends_a_linked_carrier(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from tracefact.sampling import (
     Always,
     Budget,
+    Capacity,
     Decision,
     Never,
     RateLimit,
@@ -89,6 +90,38 @@ def test_rate_limit_reports_its_effective_rate() -> None:
     limit = RateLimit(per_second=1, burst=1, clock=clock)
     decisions = [limit.decide(info()) for _ in range(4)]
     assert decisions[-1].rate == 0.25
+
+
+def test_rate_limit_forgets_decisions_older_than_its_window() -> None:
+    clock = FakeClock()
+    limit = RateLimit(per_second=1, burst=1, clock=clock)
+    assert [limit.decide(info()).rate for _ in range(4)] == [1.0, 0.5, 1 / 3, 0.25]
+    clock.now += 61  # those four leave the window: the share is of this one alone
+    assert limit.decide(info()).rate == 1.0
+    clock.now += 0.5
+    assert limit.decide(info()) == Decision(False, 0.5)
+
+
+def test_capacity_passes_while_there_is_room_and_reports_its_pass_share() -> None:
+    clock = FakeClock()
+    room = [2]
+    capacity = Capacity(lambda: room[0], clock=clock)
+    first = capacity.decide(info())
+    room[0] = 0
+    refusals = [capacity.decide(info()) for _ in range(2)]
+    room[0] = 1
+    last = capacity.decide(info())
+    assert (first, last) == (Decision(True, 1.0), Decision(True, 0.5))
+    assert refusals == [Decision(False, 0.5), Decision(False, 1 / 3)]
+
+
+def test_a_sampler_bounded_by_capacity_applies_both_rates() -> None:
+    room = [0]
+    bounded = Ratio(1.0) & Counting(True) & Capacity(lambda: room[0])
+    assert not bounded.decide(info()).sampled
+    room[0] = 1
+    decision = bounded.decide(info())  # the left's 0.5, then one pass in two decisions
+    assert (decision.sampled, decision.rate) == (True, 0.5 * 0.5)
 
 
 def test_budget_stops_sampling_while_the_hour_is_spent() -> None:

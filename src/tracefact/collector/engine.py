@@ -15,9 +15,11 @@ For each request taken from the `RequestQueue`:
   the collector did it) pass through untouched; those selected for review upstream
   (`tracefact.review.stratum`) are counted by the review monitor on the way;
 - other LLM spans wait `window_seconds`, so that retriever spans of their trace sent in
-  a later request still count, then go to the pipeline as a `SpanRecord` with the held
-  protobuf span; its verdicts come back to `WriteBack`, which writes them onto that span
-  (or a protobuf carrier span) and forwards it.
+  a later request still count, then are admitted: one the sampler passes over (bounded
+  by the pipeline's room, so an evaluator slower than the traffic samples more out)
+  leaves at once, neither copied nor read; an admitted one goes to the pipeline as a
+  `SpanRecord` with the held protobuf span; its verdicts come back to `WriteBack`, which
+  writes them onto that span (or a protobuf carrier span) and forwards it.
 
 A request is acknowledged to the queue once all of its spans left upstream (or were
 counted as failed there): that is the bookkeeping durable queues rely on. With a durable
@@ -63,7 +65,8 @@ from tracefact.collector.writeback import Held, Tracker, WriteBack, done_callbac
 from tracefact.conventions import Role, span_role
 from tracefact.conventions.roles import ROLE_KEYS
 from tracefact.pipeline import Pipeline
-from tracefact.pipeline.verdict import nested, unevaluated
+from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, nested, unevaluated
+from tracefact.sampling import Decision
 
 logger = logging.getLogger("tracefact.collector")
 
@@ -406,15 +409,25 @@ class Engine:
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
-        # A tree of its own: the verdict is written on the evaluation thread while this
-        # thread goes on reading the request the span came from.
-        held.span = spans.detached(held.span)
         try:
-            record = spans.record_of(held.span, held.resource)
-            if nested_in is not None:
-                pipeline.deliver(record, held, nested(nested_in))
+            attributes = spans.LazyAttributes(held.span.attributes)
+            answer: Decision | Verdict = (
+                nested(nested_in)
+                if nested_in is not None
+                else pipeline.admission.admit(held.trace_id, held.span.name, attributes)
+            )
+            if answer is SAMPLED_OUT:  # by the configured sampler or for want of room: unread
+                pipeline.passed(answer)
+                self.writeback.apply(held, answer)  # on this thread: no copy needed
+                return
+            # A tree of its own: the verdict is written on the evaluation thread while this
+            # thread goes on reading the request the span came from.
+            held.span = spans.detached(held.span)
+            record = spans.record_of(held.span, held.resource, attributes.decoded)
+            if isinstance(answer, Verdict):  # nested in another LLM span, or `dropped`
+                pipeline.deliver(record, held, answer)
             else:
-                pipeline.evaluate(record, held)
+                pipeline.evaluate(record, held, answer)
         except Exception:  # never lose the span: it goes on as received
             logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
             self.writeback.forward(held)

@@ -92,6 +92,7 @@ class Collector:
                 receipt=self.writeback.receipt,
                 meter_provider=meter_provider,
                 review=evaluation.review.sampler(),
+                bounded=True,  # the excess is sampled out before it is read, not dropped
             )
         self.engine = Engine(
             self.queue,

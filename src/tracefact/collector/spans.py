@@ -10,7 +10,7 @@ left. Values are encoded here, not by the SDK's exporter: no SDK span is built.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -47,6 +47,35 @@ def attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
     return {kv.key: value(kv.value) for kv in key_values}
 
 
+class LazyAttributes(Mapping[str, Any]):
+    """A span's attributes, decoded on the first look at them.
+
+    What a sampler sees: one that reads none (a ratio, the room to evaluate) costs a span
+    it passes over no decoding; for one it admits, `decoded` is read once, for its record.
+    """
+
+    __slots__ = ("_decoded", "_key_values")
+
+    def __init__(self, key_values: Iterable[KeyValue]) -> None:
+        self._key_values = key_values
+        self._decoded: dict[str, Any] | None = None
+
+    @property
+    def decoded(self) -> dict[str, Any]:
+        if self._decoded is None:
+            self._decoded = attributes(self._key_values)
+        return self._decoded
+
+    def __getitem__(self, key: str) -> Any:
+        return self.decoded[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.decoded)
+
+    def __len__(self) -> int:
+        return len(self.decoded)
+
+
 def has_valid_ids(span: Span) -> bool:
     """Ids of the right length and not all zero: only such spans can be evaluated."""
     return (
@@ -81,14 +110,19 @@ def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=key, value=any_value(v)) for key, v in values.items() if v is not None]
 
 
-def record_of(span: Span, resource: Mapping[str, Any]) -> Record:
-    """The span as the pipeline reads it (call `has_valid_ids` first): decoded once."""
+def record_of(
+    span: Span, resource: Mapping[str, Any], decoded: dict[str, Any] | None = None
+) -> Record:
+    """The span as the pipeline reads it (call `has_valid_ids` first): decoded once.
+
+    `decoded`: its attributes, when they were decoded already (to sample it).
+    """
     return Record(
         int.from_bytes(span.trace_id, "big"),
         int.from_bytes(span.span_id, "big"),
         int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,
         span.name,
-        attributes(span.attributes),
+        attributes(span.attributes) if decoded is None else decoded,
         [(e.name, attributes(e.attributes)) for e in span.events],
         resource,
         span.end_time_unix_nano or None,

@@ -5,6 +5,10 @@ among the spans in flight, at most `capacity` (`PipelineOptions.queue_size`) of 
 (refused: `full`, its status `dropped`). An admitted span holds its place, and the
 sampler its decision (a budget's reservation), until it is released, exactly once, with
 what it cost. Nothing else counts spans in flight, and no case is read before this.
+
+`bounded` (the collector's): the sampler is ``sampler & Capacity(self.room)``, so a span
+beyond the room is sampled out by the sampler, its pass share recorded in the rate of
+the spans it lets through, rather than sampled and then `dropped`.
 """
 
 from __future__ import annotations
@@ -15,15 +19,15 @@ from typing import Any
 
 from tracefact import semconv
 from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, refused
-from tracefact.sampling import Decision, Sampler, SpanInfo, safe_decide
+from tracefact.sampling import Capacity, Decision, Sampler, SpanInfo, safe_decide
 
 
 class Admission:
     """The sampler and the bound on spans in flight, behind one lock."""
 
-    def __init__(self, capacity: int, sampler: Sampler) -> None:
+    def __init__(self, capacity: int, sampler: Sampler, *, bounded: bool = False) -> None:
         self.capacity = capacity
-        self.sampler = sampler
+        self.sampler = sampler & Capacity(self.room) if bounded else sampler
         self._lock = threading.Lock()  # guards _in_flight; never held while calling out
         self._in_flight = 0
 

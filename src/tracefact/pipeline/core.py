@@ -75,12 +75,14 @@ class Pipeline(Generic[S]):
         meter_provider: MeterProvider | None = None,
         clock: Clock = SYSTEM,
         review: ReviewSampler | None = None,
+        bounded: bool = False,
     ) -> None:
+        """`bounded`: the sampler passes only while admission has room (`Admission`)."""
         self.options = options
         self.review = review
         self.clock = clock
         self.reader = reader
-        self.admission = Admission(options.queue_size, sampler)
+        self.admission = Admission(options.queue_size, sampler, bounded=bounded)
         self._metrics = PipelineMetrics(
             lambda: self.admission.in_flight, meter_provider, lambda: reader.store.evictions
         )
