@@ -409,9 +409,10 @@ class Engine:
         if self._waiting[held.trace_id] <= 0:
             del self._waiting[held.trace_id]
             self._llm_spans.pop(held.trace_id, None)
+        answer: Decision | Verdict | None = None  # an admitted Decision holds a place
         try:
             attributes = spans.LazyAttributes(held.span.attributes)
-            answer: Decision | Verdict = (
+            answer = (
                 nested(nested_in)
                 if nested_in is not None
                 else pipeline.admission.admit(held.trace_id, held.span.name, attributes)
@@ -427,9 +428,12 @@ class Engine:
             if isinstance(answer, Verdict):  # nested in another LLM span, or `dropped`
                 pipeline.deliver(record, held, answer)
             else:
-                pipeline.evaluate(record, held, answer)
+                admitted, answer = answer, None  # from here the pipeline gives the place back
+                pipeline.evaluate(record, held, admitted)
         except Exception:  # never lose the span: it goes on as received
             logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
+            if answer is not None and not isinstance(answer, Verdict):
+                pipeline.admission.release(answer)  # admitted, but never handed over
             self.writeback.forward(held)
 
     def _nested_in(self, held: Held) -> str | None:
