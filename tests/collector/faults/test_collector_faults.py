@@ -297,32 +297,15 @@ def peak_rss_mib(pid: int) -> float:
 def test_peak_memory_under_concurrent_maximum_size_requests_is_bounded(
     tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess], body_name: str
 ) -> None:
-    """Four clients at once, each with 8 MiB of four million empty spans, attributes, ..."""
-    max_body = 8 * 1024 * 1024
-    in_flight = 3 * max_body
-    settings = processes.config(upstream.endpoint, 0.0)
-    settings["limits"] = {"max_body_bytes": max_body, "max_bytes_in_flight": in_flight}
-    collector = processes.start("collector", tmp_path / "collector.yaml", settings)
-    started.append(collector)
-    body, count = adversarial(body_name, max_body)
-    assert len(body) <= max_body and count > 4_000_000
-    post_all(collector, range(1, 3))  # warmed up: the baseline includes serving
-    baseline = peak_rss_mib(collector.process.pid)
+    """Four clients at once, each with 8 MiB of four million empty spans, attributes, ...
 
-    def post(_: int) -> int:
-        return httpx.post(
-            f"{collector.http}/v1/traces", content=body, headers=PROTOBUF, timeout=60
-        ).status_code
-
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        statuses = list(pool.map(post, range(4)))
-    assert set(statuses) <= {413, 429} and 413 in statuses, statuses
-    growth = peak_rss_mib(collector.process.pid) - baseline
-    # Counted on the wire, building nothing: what is read at once (the bodies within
-    # `max_bytes_in_flight`) and a copy of each at most. Decoded first, one request cost
-    # 213 MiB (array values) to 377 MiB (links), 700 MiB of empty spans.
-    assert growth < 2 * in_flight / 2**20, growth
-    assert rejected(collector, semconv.REJECT_TOO_LARGE) == statuses.count(413)
+    Counted on the wire, building nothing: what is read at once (the bodies within
+    `max_bytes_in_flight`) and a copy of each at most. Decoded first, one request cost
+    213 MiB (array values) to 377 MiB (links), 700 MiB of empty spans.
+    """
+    body, count = adversarial(body_name, MAX_BODY)
+    assert len(body) <= MAX_BODY and count > 4_000_000
+    four_at_once_stay_bounded(tmp_path, upstream, started, body, PROTOBUF)
 
 
 # OTLP/JSON bodies of about 8 MiB whose parse costs Python 25 to 35 times the body, by
@@ -353,29 +336,44 @@ def adversarial_json(name: str, body_bytes: int) -> bytes:
 def test_peak_memory_under_concurrent_maximum_size_json_requests_is_bounded(
     tmp_path: Path, upstream: OTLPReceiver, started: list[CollectorProcess], body_name: str
 ) -> None:
-    """Four clients at once, each with 8 MiB of OTLP/JSON that parses to millions of objects."""
-    max_body = 8 * 1024 * 1024
-    in_flight = 3 * max_body
+    """Four clients at once, each with 8 MiB of OTLP/JSON that parses to millions of objects.
+
+    Its values counted in the raw bytes, its parse's cost charged to the bytes in flight
+    before it runs. Parsed first, one request cost 200 MiB, three at once 617 MiB.
+    """
+    body = adversarial_json(body_name, MAX_BODY)
+    assert MAX_BODY - 512 <= len(body) <= MAX_BODY
+    four_at_once_stay_bounded(tmp_path, upstream, started, body, JSON)
+
+
+MAX_BODY = 8 * 1024 * 1024
+
+
+def four_at_once_stay_bounded(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    started: list[CollectorProcess],
+    body: bytes,
+    headers: dict[str, str],
+) -> None:
+    """`body` posted by four clients at once: refused and counted, RSS within twice the budget."""
+    in_flight = 3 * MAX_BODY
     settings = processes.config(upstream.endpoint, 0.0)
-    settings["limits"] = {"max_body_bytes": max_body, "max_bytes_in_flight": in_flight}
+    settings["limits"] = {"max_body_bytes": MAX_BODY, "max_bytes_in_flight": in_flight}
     collector = processes.start("collector", tmp_path / "collector.yaml", settings)
     started.append(collector)
-    body = adversarial_json(body_name, max_body)
-    assert max_body - 512 <= len(body) <= max_body
     post_all(collector, range(1, 3))  # warmed up: the baseline includes serving
     baseline = peak_rss_mib(collector.process.pid)
 
     def post(_: int) -> int:
         return httpx.post(
-            f"{collector.http}/v1/traces", content=body, headers=JSON, timeout=60
+            f"{collector.http}/v1/traces", content=body, headers=headers, timeout=60
         ).status_code
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(post, range(4)))
     assert set(statuses) <= {413, 429} and 413 in statuses, statuses
     growth = peak_rss_mib(collector.process.pid) - baseline
-    # Its values counted in the raw bytes, its parse's cost charged to the bytes in flight
-    # before it runs. Parsed first, one request cost 200 MiB, three at once 617 MiB.
     assert growth < 2 * in_flight / 2**20, growth
     assert rejected(collector, semconv.REJECT_TOO_LARGE) == statuses.count(413)
 
