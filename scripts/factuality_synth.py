@@ -274,6 +274,93 @@ def restate_words(sentence: str, rng: random.Random, rate: float) -> str:
     return contract(text, rng)
 
 
+PHRASES: dict[str, list[str]] = {
+    "is not covered": ["isn't included", "is not included"], "are not covered": ["aren't included"],
+    "is covered": ["is included"], "are covered": ["are included"], "in order to": ["to"],
+    "a number of": ["several"], "more than": ["over"], "less than": ["under"],
+    "as well as": ["and"], "prior to": ["before"], "due to": ["because of"],
+    "in addition": ["also"], "said that": ["said"], "announced that": ["announced"],
+    "headquartered in": ["based in"], "according to": ["as reported by"],
+    "took place": ["happened"], "was held": ["took place"], "at the time": ["then"],
+    "is able to": ["can"], "are able to": ["can"], "was unable to": ["couldn't"],
+    "went on to": ["later"], "raised": ["lifted", "increased"], "increased": ["raised"],
+    "reduced": ["cut", "lowered"], "cut": ["reduced"], "decided": ["chose"],
+    "requires": ["needs"], "required": ["needed"], "approved": ["signed off on", "backed"],
+    "rejected": ["turned down"], "refused": ["declined"], "reported": ["said"],
+    "existing": ["current"], "current": ["present"], "additional": ["extra", "further"],
+    "extra": ["additional"], "total": ["overall"], "main": ["primary", "principal"],
+    "major": ["big", "key"], "entire": ["whole"], "whole": ["entire"], "several": ["a few"],
+    "many": ["lots of", "numerous"], "staff": ["employees"], "employees": ["staff", "workers"],
+    "workers": ["staff"], "customers": ["clients"], "problem": ["issue"], "issue": ["problem"],
+    "residents": ["locals"], "previous": ["earlier", "prior"], "earlier": ["previous"],
+    "stated": ["said"], "explained": ["said"], "described": ["called"], "wanted": ["hoped"],
+    "attempted": ["tried"], "tried": ["attempted"], "obtained": ["got"], "contains": ["holds"],
+    "includes": ["has", "comes with"], "include": ["cover"], "provides": ["gives", "offers"],
+    "offers": ["provides"], "continued": ["carried on"], "remained": ["stayed"],
+    "stayed": ["remained"], "returned": ["came back"], "discovered": ["found"],
+    "found": ["discovered"], "believed": ["thought"], "appeared": ["seemed"],
+    "occurred": ["happened"], "happened": ["occurred"], "completed": ["finished"],
+    "finished": ["completed"], "ended": ["finished"], "commenced": ["began"],
+    "shortly": ["soon"], "immediately": ["straight away", "at once"], "approximately": ["about"],
+    "roughly": ["about"], "largest": ["biggest"], "biggest": ["largest"], "smallest": ["tiniest"],
+    "fell": ["dropped", "declined"], "dropped": ["fell"], "rose": ["climbed", "went up"],
+    "climbed": ["rose"], "grew": ["expanded"], "won": ["took"], "lost": ["was beaten in"],
+    "joined": ["became part of"], "launched": ["introduced", "rolled out"],
+    "introduced": ["brought in"], "replaced": ["took the place of"], "warned": ["cautioned"],
+    "urged": ["called on"], "criticised": ["attacked"], "praised": ["commended"],
+    "located": ["situated"], "situated": ["located"], "named": ["called"], "called": ["named"],
+    "aged": ["age"], "spokesman": ["spokesperson"], "spokeswoman": ["spokesperson"],
+}  # fmt: skip
+"""Words and phrases that assistants restate, for deep paraphrases (`Style.deep`)."""
+_PHRASE = re.compile(
+    r"\b(" + "|".join(sorted(map(re.escape, PHRASES), key=len, reverse=True)) + r")\b", re.I
+)
+_DROPPABLE = re.compile(
+    r"\s+\b(?:already|also|still|just|currently|reportedly|recently|now|very|really|"
+    r"initially|originally|officially|eventually|finally|later|then)\b(?=[\s,])",
+    re.I,
+)
+_APPOSITIVE = re.compile(r",\s+(?:who|which|where|whose|a|an|the)\s+[^,;()]{3,60}?,(?=\s)")
+_PASSIVE = re.compile(
+    r"^(The [a-z]+(?: [a-z]+)?|[A-Z][a-z]+(?: [A-Z][a-z]+)?) (was|were) ([a-z]+ed) by "
+    r"((?:the )?[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})(\s(?:on|in|at|after|before|during|for|last)\s[^,;]*)?\.$"
+)
+
+
+def simplify(sentence: str, rng: random.Random) -> str:
+    """What a deep paraphrase leaves out of a context sentence before it is restated.
+
+    An appositive or relative clause, an adverb; a passive "X was built by Y" turned
+    active. Done to the sentence before any perturbation, so what is made wrong survives.
+    """
+    if rng.random() < 0.5:
+        sentence = _APPOSITIVE.sub("", sentence, count=1)
+    if rng.random() < 0.5:
+        sentence = _DROPPABLE.sub("", sentence, count=2)
+    match = _PASSIVE.match(sentence)
+    if match and rng.random() < 0.7:
+        patient, _, verb, agent, rest = match.groups()
+        patient = patient if patient.split()[0] != "The" else "the" + patient[3:]
+        sentence = f"{upper_first(agent)} {verb} {patient}{rest or ''}."
+    return sentence
+
+
+def restate_phrases(sentence: str, rng: random.Random) -> str:
+    """Many more words restated than `restate_words` does (`Style.deep`)."""
+    changed = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal changed
+        token = match.group()
+        if changed >= 6 or rng.random() < 0.35:
+            return token
+        changed += 1
+        replacement = rng.choice(PHRASES[token.lower()])
+        return upper_first(replacement) if token[:1].isupper() else replacement
+
+    return _PHRASE.sub(replace, sentence)
+
+
 _CONTRACTIONS = {
     "is not": "isn't", "are not": "aren't", "was not": "wasn't", "were not": "weren't",
     "has not": "hasn't", "have not": "haven't", "had not": "hadn't", "does not": "doesn't",
@@ -316,6 +403,8 @@ class Style:
     rate: float
     reorder: bool
     sign_off: str | None
+    deep: bool
+    """Restated deeply (`simplify`, `restate_phrases`), as most production answers are."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> Style:
@@ -326,6 +415,7 @@ class Style:
             rate=rng.choice([0.0, 0.2, 0.4, 0.6]),
             reorder=rng.random() < 0.4,
             sign_off=rng.choice(_SIGN_OFFS) if rng.random() < 0.08 else None,
+            deep=rng.random() < 0.5,
         )
 
 
@@ -333,6 +423,8 @@ def restate(sentence: str, rng: random.Random, style: Style, first: bool) -> str
     sentence = trim(sentence, rng)
     if style.reorder:
         sentence = reorder(sentence)
+    if style.deep:
+        sentence = restate_phrases(sentence, rng)
     sentence = restate_words(sentence, rng, style.rate)
     if first:
         sentence = frame(sentence, rng, style)
@@ -681,6 +773,12 @@ class ProseMaker:
             style.rate, style.reorder = 0.0, False
         if kind == "paraphrase":
             style.rate, style.reorder = max(style.rate, 0.4), True
+        if kind in ("paraphrase", "synthesis", "extractive"):
+            style.deep = kind != "extractive"
+        elif label == "hallucinated":
+            # As often as on factual answers, where two kinds of six are always deep and
+            # one never: depth must not tell the labels apart.
+            style.deep = rng.random() < 7 / 12
         negative = [i for i in candidates if _NEGATIVE.search(doc.sentences[i])]
         if label == "factual" and negative and rng.random() < _NEGATIVE_SHARE:
             # A contradiction often adds a "not": factual answers carry as many of them.
@@ -690,6 +788,8 @@ class ProseMaker:
         chosen = [first, *[i for i in candidates if i != first and abs(i - first) <= 6][: size - 1]]
         chosen = sorted(chosen) if rng.random() < 0.7 else chosen
         originals = [doc.sentences[i] for i in chosen]
+        if style.deep:
+            originals = [simplify(sentence, rng) for sentence in originals]
         withheld = self.withhold(doc, chosen)
         on_topic = [doc.sentences[i] for i in sorted(withheld) if usable(doc.sentences[i])]
         bad = rng.randrange(len(originals))
