@@ -669,7 +669,7 @@ def transplant(sentence: str, doc: Document, rng: random.Random) -> str:
 
 # ---------------------------------------------------------------- prose cases
 
-_SHORT_SHARE = 0.08
+_SHORT_SHARE = 0.14
 """Prose cases answered with a bare name or number, as a QA system answers."""
 _NEGATIVE = re.compile(r"n't\b|\b(?:not|never|no|cannot|without)\b")
 _NEGATIVE_SHARE = 0.25
@@ -889,7 +889,7 @@ class ProseMaker:
             else:
                 # Most often another name of the same document; at times one it never
                 # mentions, as when the contexts retrieved are about something else.
-                pool = doc.names if rng.random() < 0.7 else self.pool
+                pool = doc.names if rng.random() < 0.5 else self.pool
                 others = [n for n in pool if n not in sentence and n.split()[0] not in answer]
                 if not others:
                     return None
