@@ -22,9 +22,11 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
    Repeated `--repeats` times (min and median), since a shared machine is noisy.
 
 5. The issue's collector rows, in this process (`rows`): pass-through CPU per span with
-   evaluation off against decode + re-encode alone and a plain asyncio forwarder of the
-   same bytes, and the engine's and the evaluation loop's thread CPU per LLM span to an
-   instant evaluator; printed as markdown rows `| path | measured | goal |`.
+   evaluation off against decode + re-encode alone, a plain asyncio forwarder of the
+   same bytes, and the collector's own parts alone (http.server in, httpx out: what it
+   costs beyond them is tracefact's code), and the engine's and the evaluation loop's
+   thread CPU per LLM span to an instant evaluator; printed as markdown rows
+   `| path | measured | goal |`.
 
 Numbers are printed, nothing is asserted about speed.
 
@@ -796,6 +798,49 @@ class AsyncioForwarder:
             up_writer.close()
 
 
+class StdlibForwarder:
+    """The floor of the collector's own parts: http.server in, httpx out, nothing else.
+
+    A `ThreadingHTTPServer` handler (the collector's receiver is one) reads each POST's
+    body by its Content-Length and posts the bytes unchanged upstream with an
+    `httpx.Client` (the collector's forwarder's), answering 200 once the upstream did.
+    What the collector's pass-through costs beyond this is tracefact's own code.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        import httpx
+
+        client = httpx.Client(timeout=60)
+        url = f"{upstream}/v1/traces"
+        ok = ExportTraceServiceResponse().SerializeToString()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                client.post(url, content=body, headers={"Content-Type": PROTOBUF})
+                self.send_response(200)
+                self.send_header("Content-Type", PROTOBUF)
+                self.send_header("Content-Length", str(len(ok)))
+                self.end_headers()
+                self.wfile.write(ok)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        serve = threading.Thread(target=self._server.serve_forever, name="stdlib-forwarder")
+        serve.daemon = True
+        serve.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 def _thread_cpu(prefix: str) -> float:
     """CPU seconds of this process's live threads whose name starts with `prefix`."""
     total = 0.0
@@ -860,8 +905,11 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
     upstream = f"http://127.0.0.1:{upstream_process.stdout.readline().strip()}"
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.collector:instant
     collectors: list[Any] = []
+    floor: StdlibForwarder | None = None
     plain_spans = len(plain) * BATCH_SPANS
-    figures: dict[str, list[float]] = {k: [] for k in ("codec", "asyncio", "off", "engine", "eval")}
+    figures: dict[str, list[float]] = {
+        k: [] for k in ("codec", "asyncio", "stdlib", "off", "engine", "eval")
+    }
     try:
         off, off_ingest = _in_process_collector(upstream, False, 0)
         collectors.append(off)
@@ -869,12 +917,14 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
         on, on_ingest = _in_process_collector(upstream, True, args.queue_size or llm_spans * 2)
         collectors.append(on)
         forwarder = AsyncioForwarder(upstream)
+        floor = StdlibForwarder(upstream)
         for round_ in range(args.repeats + 1):  # the first round warms up, uncounted
             started = time.thread_time()
             for body in plain:
                 ExportTraceServiceRequest.FromString(body).SerializeToString()
             codec = (time.thread_time() - started) / plain_spans * 1e6
             forwarded = _posted_cpu(f"http://127.0.0.1:{forwarder.port}", upstream, plain)
+            parts = _posted_cpu(f"http://127.0.0.1:{floor.port}", upstream, plain)
             passed = _posted_cpu(off_ingest, upstream, plain)
             bodies = [restamp(body, round_ + 1) for body in llm_templates]
             engine, evaluation = (
@@ -888,12 +938,15 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
                 continue
             figures["codec"].append(codec)
             figures["asyncio"].append(forwarded / plain_spans * 1e6)
+            figures["stdlib"].append(parts / plain_spans * 1e6)
             figures["off"].append(passed / plain_spans * 1e6)
             figures["engine"].append(engine / llm_spans * 1e6)
             figures["eval"].append(evaluation / llm_spans * 1e6)
     finally:
         for collector in collectors:
             collector.shutdown()
+        if floor is not None:
+            floor.close()
         upstream_process.kill()
         upstream_process.wait()
 
@@ -911,7 +964,8 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
     print(
         f"| collector pass-through, evaluation off | {span('off')} µs CPU per span "
         f"(decode + re-encode alone {span('codec')} µs; a plain asyncio forwarder of the same "
-        f"bytes {span('asyncio')} µs) | {ROW_GOALS['passthrough']} |"
+        f"bytes {span('asyncio')} µs; http.server in and httpx out alone, the collector's own "
+        f"parts, {span('stdlib')} µs) | {ROW_GOALS['passthrough']} |"
     )
     print(
         f"| collector, LLM spans to an instant evaluator | {span('engine')} µs engine CPU per "

@@ -8,12 +8,17 @@ process's own windowed estimate, for a look at one process.
 The instruments exist once per meter provider: the SDK keeps only the first callbacks
 registered under a name, so a monitor built by a later `configure()` takes over the
 gauges of the same provider instead of registering new ones.
+
+The counters are observable: each judged span adds to sums kept here under a lock, read
+at collection. Five synchronous `Counter.add` calls per span, each cleaning and hashing
+its attributes in the SDK, cost the evaluation thread more than judging the span.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from opentelemetry import metrics
@@ -31,17 +36,23 @@ class MonitorMetrics:
     def __init__(self, meter_provider: MeterProvider) -> None:
         meter = meter_provider.get_meter("tracefact", __version__)
         self._estimator: weakref.ref[RateEstimator] | None = None
+        self._lock = threading.Lock()  # guards the sums; held for no call out
+        self._spans: Counter[frozenset[tuple[str, str]]] = Counter()
+        # Per attribute set (group and evaluator): Σw, Σw·y, Σw², Σw²·y.
+        self._sums: dict[frozenset[tuple[str, str]], list[float]] = {}
         sums = (
-            (semconv.METRIC_MONITOR_WEIGHT, "Σw over judged spans (w = 1 / sample rate)"),
-            (semconv.METRIC_MONITOR_HALLUCINATED_WEIGHT, "Σw·y (y = 1: hallucinated)"),
-            (semconv.METRIC_MONITOR_WEIGHT_SQUARED, "Σw² over judged spans"),
-            (semconv.METRIC_MONITOR_HALLUCINATED_WEIGHT_SQUARED, "Σw²·y"),
+            (semconv.METRIC_MONITOR_WEIGHT, 0, "Σw over judged spans (w = 1 / sample rate)"),
+            (semconv.METRIC_MONITOR_HALLUCINATED_WEIGHT, 1, "Σw·y (y = 1: hallucinated)"),
+            (semconv.METRIC_MONITOR_WEIGHT_SQUARED, 2, "Σw² over judged spans"),
+            (semconv.METRIC_MONITOR_HALLUCINATED_WEIGHT_SQUARED, 3, "Σw²·y"),
         )
-        self._weight, self._hallucinated, self._squared, self._hallucinated_squared = (
-            meter.create_counter(name, description=description) for name, description in sums
-        )
-        self._spans = meter.create_counter(
+        for name, index, description in sums:
+            meter.create_observable_counter(
+                name, callbacks=[self._sum_observer(index)], description=description
+            )
+        meter.create_observable_counter(
             semconv.METRIC_MONITOR_SPANS,
+            callbacks=[self._observe_spans],
             unit="{span}",
             description="sampled spans by status: ok (judged) or why not",
         )
@@ -64,16 +75,36 @@ class MonitorMetrics:
     def record(self, outcome: Outcome, labels: dict[str, str]) -> None:
         """Add one observation (its group already bounded) to the counters."""
         attributes = {**labels, semconv.MONITOR_EVALUATOR: outcome.evaluator}
-        self._spans.add(1, {**attributes, semconv.MONITOR_STATUS: outcome.status})
-        if outcome.status != semconv.STATUS_OK or outcome.hallucinated is None:
-            return
+        spans_key = frozenset({**attributes, semconv.MONITOR_STATUS: outcome.status}.items())
+        judged = outcome.status == semconv.STATUS_OK and outcome.hallucinated is not None
+        key = frozenset(attributes.items())
         w = outcome.weight
-        self._weight.add(w, attributes)
-        self._squared.add(w * w, attributes)
         # Added even when 0: a group's series must exist for Prometheus's ratios.
         y = 1.0 if outcome.hallucinated else 0.0
-        self._hallucinated.add(w * y, attributes)
-        self._hallucinated_squared.add(w * w * y, attributes)
+        with self._lock:
+            self._spans[spans_key] += 1
+            if not judged:
+                return
+            sums = self._sums.get(key)
+            if sums is None:
+                sums = self._sums[key] = [0.0, 0.0, 0.0, 0.0]
+            sums[0] += w
+            sums[1] += w * y
+            sums[2] += w * w
+            sums[3] += w * w * y
+
+    def _observe_spans(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = list(self._spans.items())
+        return [Observation(n, dict(key)) for key, n in counts]
+
+    def _sum_observer(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            with self._lock:
+                values = [(key, sums[index]) for key, sums in self._sums.items()]
+            return [Observation(value, dict(key)) for key, value in values]
+
+        return observe
 
     def _observer(
         self, value: Callable[[Estimate], float | None]

@@ -75,15 +75,14 @@ class Evaluation:
             case = job.reading.case
             assert case is not None, "only spans with a case are judged"
             started = time.time_ns()
-            outcomes = [
-                cleaned(outcome)
-                for outcome in await asyncio.gather(
-                    *(
-                        run_evaluator(e, case, self.policy, deadline, self.jobs.clock)
-                        for e in self.evaluators
-                    )
-                )
+            runs = [
+                run_evaluator(e, case, self.policy, deadline, self.jobs.clock)
+                for e in self.evaluators
             ]
+            # One evaluator (the usual case) is awaited in this task: gather would wrap it
+            # in a task of its own, a quarter of the loop's work per span.
+            results = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
+            outcomes = [cleaned(outcome) for outcome in results]
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
             verdict = judged(outcomes, job.reading, job.decision.rate, started, time.time_ns())

@@ -37,11 +37,9 @@ class ProcessMetrics:
         self._export_drops: Counter[str] = Counter()
         self._skip_counts: Counter[str] = Counter()
         self.pipelines: weakref.WeakSet[PipelineMetrics] = weakref.WeakSet()
-        self.evaluations = meter.create_counter(
-            semconv.METRIC_EVALUATIONS,
-            unit="{evaluation}",
-            description="evaluations by evaluator, label and status",
-        )
+        # Evaluations too, by attribute set: a synchronous Counter.add cleans and hashes
+        # its attributes per call, on the evaluation thread.
+        self._evaluation_counts: Counter[frozenset[tuple[str, str]]] = Counter()
         self.score = meter.create_histogram(
             semconv.METRIC_EVAL_SCORE, description="hallucination score (1 = hallucinated)"
         )
@@ -52,6 +50,12 @@ class ProcessMetrics:
             semconv.METRIC_EVAL_COST, unit="USD", description="evaluation spend"
         )
         counters: tuple[tuple[str, Observer, str, str], ...] = (
+            (
+                semconv.METRIC_EVALUATIONS,
+                self._observe_evaluations,
+                "{evaluation}",
+                "evaluations by evaluator, label and status",
+            ),
             (
                 semconv.METRIC_EVAL_SPANS,
                 self._by_key(self._span_counts, "status"),
@@ -100,6 +104,10 @@ class ProcessMetrics:
             if skip_reason is not None:
                 self._skip_counts[skip_reason] += 1
 
+    def evaluation_finished(self, attributes: frozenset[tuple[str, str]]) -> None:
+        with self._lock:
+            self._evaluation_counts[attributes] += 1
+
     def export_dropped(self, reason: str, count: int) -> None:
         with self._lock:
             self._export_drops[reason] += count
@@ -113,6 +121,11 @@ class ProcessMetrics:
             return [Observation(n, {label: key}) for key, n in snapshot.items()]
 
         return observe
+
+    def _observe_evaluations(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            snapshot = list(self._evaluation_counts.items())
+        return [Observation(n, dict(key)) for key, n in snapshot]
 
     def _observe_dropped(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
@@ -171,5 +184,5 @@ class PipelineMetrics:
             process.score.record(result.score, {"evaluator": outcome.evaluator})
         if outcome.cost_usd:
             process.cost.add(outcome.cost_usd, {"evaluator": outcome.evaluator})
-        process.evaluations.add(1, attributes)
+        process.evaluation_finished(frozenset(attributes.items()))
         process.duration.record(outcome.latency_ms, {"evaluator": outcome.evaluator})
