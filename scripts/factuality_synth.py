@@ -887,7 +887,10 @@ class ProseMaker:
             if number:
                 answer = _new_number(answer, rng)
             else:
-                others = [n for n in doc.names if n not in sentence and n.split()[0] not in answer]
+                # Most often another name of the same document; at times one it never
+                # mentions, as when the contexts retrieved are about something else.
+                pool = doc.names if rng.random() < 0.7 else self.pool
+                others = [n for n in pool if n not in sentence and n.split()[0] not in answer]
                 if not others:
                     return None
                 answer = rng.choice(others)
