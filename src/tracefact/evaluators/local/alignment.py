@@ -37,6 +37,7 @@ FEATURES = (
     "direction_flip",
     "roles",
     "states",
+    "bare_unsupported",
     "support",
     "copied",
 )
@@ -260,8 +261,9 @@ def _sentence(
     anchor_words = set().union(*(evidence.words[i] for i in aligned)) if aligned else set()
     if short:
         anchor_words = evidence.all_words
+    unsupported = _share_missing(own, evidence.all_words | known, evidence)
     row = [
-        _share_missing(own, evidence.all_words | known, evidence),
+        unsupported,
         _share_missing(own, anchor_words | known, evidence),
         _count([f for f in nowhere if f.check in _NUMERIC_CHECKS]),
         _count([f for f in findings if f.check in _NUMERIC_CHECKS]),
@@ -272,6 +274,9 @@ def _sentence(
         float(direction is not None),
         _count(parties),
         _count([f for f in [*nowhere, *misplaced] if f.check == "state"]),
+        # A bare answer ("Warsaw.") that no context mentions: the retrieval was about
+        # something else, whatever the model makes of it.
+        float(short and (bool(nowhere) or unsupported >= 1.0)),
         coverage,
         copy_share,
     ]
