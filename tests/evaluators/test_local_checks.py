@@ -172,3 +172,60 @@ def test_counts_over_a_tools_records_are_checked(
     wrong = judge(detector, context, miscounted, question="Which ones are affected?")
     assert "number" not in checks(right)
     assert "number" in checks(wrong)
+
+
+SUBSCRIPTIONS = json.dumps(
+    {
+        "count": 4,
+        "results": [
+            {"id": "sub_1", "customer": "Harbrook Studios", "status": "paused"},
+            {"id": "sub_2", "customer": "Silverline Systems", "status": "cancelled"},
+            {"id": "sub_3", "customer": "Valemont Analytics", "status": "cancelled"},
+            {"id": "sub_4", "customer": "Duskfield Textiles", "status": "active"},
+        ],
+    }
+)
+ITEMS = json.dumps(
+    [
+        {"sku": "SKU-1", "product": "Corsa running shoes", "unit_cost": {"amount": 324.84}},
+        {"sku": "SKU-2", "product": "Drift yoga mat", "unit_cost": {"amount": 60.49}},
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Two of your 4 subscriptions are cancelled: Silverline Systems and Valemont Analytics.",
+        "Duskfield Textiles is the only active one.",
+    ],
+)
+def test_records_listed_by_a_shared_state_are_read_together(
+    detector: LocalFactuality, answer: str
+) -> None:
+    result = judge(detector, SUBSCRIPTIONS, answer, question="Which are cancelled?")
+    assert result.raw["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            "Silverline Systems and Valemont Analytics are active.",
+            "'active' is in the contexts, but not where this is said",
+        ),
+        ("Harbrook Studios is suspended.", "no record in the contexts is 'suspended'"),
+    ],
+)
+def test_a_state_flipped_or_invented_is_found(
+    detector: LocalFactuality, answer: str, reason: str
+) -> None:
+    result = judge(detector, SUBSCRIPTIONS, answer, question="Which are cancelled?")
+    assert reason in [f["reason"] for f in result.raw["findings"]]
+
+
+def test_a_sum_over_nested_values_is_checked(detector: LocalFactuality) -> None:
+    right = judge(detector, ITEMS, "The two items come to 385.33 in total.")
+    wrong = judge(detector, ITEMS, "The two items come to 395.33 in total.")
+    assert "number" not in checks(right)
+    assert "number" in checks(wrong)

@@ -36,6 +36,8 @@ FEATURES = (
     "negation_dropped",
     "direction_flip",
     "roles",
+    "states",
+    "bare_unsupported",
     "support",
     "copied",
 )
@@ -82,6 +84,9 @@ class Evidence:
     all_tokens: set[str]
     """Every word of the evidence, unstemmed: where a name of the answer is looked up."""
     all_facts: Facts
+    states: frozenset[str]
+    """The values records share ("shipped", "on time"), whose group lines say which records
+    hold them: a state in a sentence is a claim, checked where it is anchored."""
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Evidence:
@@ -95,7 +100,8 @@ class Evidence:
         count = max(1, len(found))
         idf = {w: math.log(1.0 + count / n) for w, n in frequency.items()}
         merged = Facts.merge(facts)
-        return cls(found, words, facts, idf, set().union(*words), set(merged.words), merged)
+        states = frozenset(unit.state for unit in found if unit.state)
+        return cls(found, words, facts, idf, set().union(*words), set(merged.words), merged, states)
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, math.log(2.0 + len(self.units)))
@@ -217,7 +223,13 @@ def _sentence(
     nowhere = checks.missing(claims, evidence.all_facts, evidence.all_tokens)
     # A claim found in the contexts, but not where the rest of the sentence is anchored,
     # was taken from the wrong place: a swapped name, a conflated value, the wrong record.
-    keys = {claim.key: claim for claim in checks.claims(claims)}
+    stated = _states(evidence, sentence)
+    nowhere += [
+        checks.Finding("state", claim.text, f"no record in the contexts is {claim.text!r}")
+        for claim in stated
+        if not checks.holds(claim, evidence.all_facts, evidence.all_tokens)
+    ]
+    keys = {claim.key: claim for claim in [*checks.claims(claims), *stated]}
     misplaced = [
         checks.Finding(
             claim.check,
@@ -249,8 +261,9 @@ def _sentence(
     anchor_words = set().union(*(evidence.words[i] for i in aligned)) if aligned else set()
     if short:
         anchor_words = evidence.all_words
+    unsupported = _share_missing(own, evidence.all_words | known, evidence)
     row = [
-        _share_missing(own, evidence.all_words | known, evidence),
+        unsupported,
         _share_missing(own, anchor_words | known, evidence),
         _count([f for f in nowhere if f.check in _NUMERIC_CHECKS]),
         _count([f for f in findings if f.check in _NUMERIC_CHECKS]),
@@ -260,6 +273,10 @@ def _sentence(
         float(negation is not None and claims.negations < best.negations),
         float(direction is not None),
         _count(parties),
+        _count([f for f in [*nowhere, *misplaced] if f.check == "state"]),
+        # A bare answer ("Warsaw.") that no context mentions: the retrieval was about
+        # something else, whatever the model makes of it.
+        float(short and (bool(nowhere) or unsupported >= 1.0)),
         coverage,
         copy_share,
     ]
@@ -267,17 +284,50 @@ def _sentence(
     return SentenceSupport(sentence, [i for _, i in ranked], aligned, findings, row, judged)
 
 
+def _states(evidence: Evidence, sentence: str) -> list[checks.Claim]:
+    """The states a sentence says records are in, where the evidence has records in states.
+
+    Those the records hold (`Evidence.states`) and common ones they do not (`STATE_WORDS`):
+    a status flipped to one no record has ("boarding") is as wrong as one taken from
+    another record.
+    """
+    if not evidence.states:
+        return []
+    said = " ".join(checks.tokens(sentence))
+    return [
+        checks.Claim("state", state, f"~{'-'.join(checks.tokens(state))}")
+        for state in sorted(evidence.states | STATE_WORDS)
+        if re.search(_STATED.format(re.escape(" ".join(checks.tokens(state)))), said)
+    ]
+
+
+_STATED = r"\b(?:is|are|was|were|be|been|as|now|still|currently|remains?|stays?|shows?) {}\b(?! (?:to|by|for)\b)"
+"""A state said of something ("is pending", "are now cancelled"), not a verb ("is
+scheduled to leave", "was returned by the courier")."""
+
+
+STATE_WORDS = frozenset(
+    """active inactive cancelled canceled pending shipped delivered paused boarding delayed
+    declined posted refunded approved rejected open closed resolved completed failed
+    succeeded trialing suspended expired scheduled confirmed diverted degraded operational
+    healthy processing returned dispatched departed landed overdue paid unpaid draft
+    archived escalated acknowledged rescheduled""".split()
+) | {"on time", "in transit", "past due", "on hold", "in progress"}
+"""States tool records commonly report, looked for in a sentence over records."""
+
+
 def _holds_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> bool:
     """Whether a bare answer's value ("Paris") is in one of the units the question points to.
 
     A question may need several sentences to answer ("When was the choreographer of X
     born?"), so any of the few units that share its words will do; a question that shares
-    none with the contexts leaves nothing to place the value by.
+    none with the contexts leaves nothing to place the value by. A record a later result
+    replaced is no longer so (`_latest`).
     """
     ranked = [i for score, i in evidence.ranked(question)[:_NEAR_QUESTION] if score > 0]
     if not ranked:
         return True
-    facts = Facts.merge(evidence.facts[i] for i in ranked)
+    facts = Facts.merge(evidence.facts[i] for i in _latest(evidence, sorted(ranked)))
     return checks.holds(claim, facts, set(facts.words))
 
 

@@ -35,6 +35,9 @@ class Unit:
     """A line of tool output (fields and values), not a sentence of prose."""
     summary: bool = False
     """The counts and sums of a list of records (`_summary`)."""
+    state: str = ""
+    """A record's state ("pending" in ``status: pending``), or the one a group line's records
+    share (`_group`)."""
 
 
 def _label(path: Sequence[str]) -> str:
@@ -192,31 +195,79 @@ def _fields_of(line: str) -> dict[str, Any] | None:
 
 def _with_summary(label: str, records: list[dict[str, Any]]) -> list[str]:
     lines = ["; ".join(f"{_label([k])}: {_scalar(v)}" for k, v in r.items()) for r in records]
-    return [*lines, _summary(label, records)] if len(records) > 1 else lines
+    return [*lines, *_summary(label, records)] if len(records) > 1 else lines
 
 
-def _summary(label: str, records: list[dict[str, Any]]) -> str:
-    """One line of counts and sums of a list of records.
+def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
+    """Lines of counts and sums of a list of records, and which records share a value.
 
-    How many records there are, how many share each repeated short value of a field, and
-    the sum of each numeric field: what an answer that counts or adds ("2 of your 4
-    orders have shipped", "together they come to 774.01") is checked against.
+    One summary line (`_SUMMARY_END`): how many records there are and the sum of each
+    numeric field, nested ones included, what an answer that adds ("together they come to
+    774.01") is checked against. Then a group line (`_group`) for each repeated short value
+    of a field: how many records hold it, and which, named by the first field that tells
+    them apart. A group line is not a summary line: the names and the value it holds stay
+    out of other records' checks.
     """
-    parts = [f"{len(records)} in total"]
-    for key in dict.fromkeys(k for record in records for k in record):
-        values = [record.get(key) for record in records]
-        if all(isinstance(v, str) and len(v) <= 24 for v in values):
+    flat = [dict(_flat(record, ())) for record in records]
+    keys = list(dict.fromkeys(key for record in flat for key in record))
+    naming = next((key for key in keys if _names_records(key, flat)), None)
+    totals = [f"{len(records)} in total"]
+    groups = []
+    for key in keys:
+        values = [record.get(key) for record in flat]
+        if all(isinstance(v, str) and len(v) <= 24 and _number(v) is None for v in values):
             distinct = dict.fromkeys(values)
-            if 1 < len(distinct) < len(values) and len(distinct) <= 5:
-                parts += [f"{_label([key])} {v}: {values.count(v)}" for v in distinct]
+            repeated = 1 < len(distinct) < len(values)
+            if (repeated or _STATE_KEY.search(key[-1])) and 1 < len(distinct) <= 5:
+                for value in distinct:
+                    members = [record for record in flat if record.get(key) == value]
+                    names = [str(r[naming]) for r in members] if naming not in (None, key) else []
+                    groups.append(
+                        _group(label, _label(key), str(value), len(members), names, len(records))
+                    )
         numbers = [_number(v) for v in values]
-        if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(str(key)):
-            parts.append(f"{_label([key])} sum: {sum(n for n in numbers if n is not None):.2f}")
-    return f"{label or 'records'}: " + "; ".join(parts) + _SUMMARY_END
+        if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(key[-1]):
+            totals.append(f"{_label(key)} sum: {sum(n for n in numbers if n is not None):.2f}")
+    return [f"{label or 'records'}: " + "; ".join(totals) + _SUMMARY_END, *groups]
+
+
+def _group(label: str, key: str, value: str, count: int, names: list[str], total: int) -> str:
+    """``orders with status = shipped: 2 of 5: Ana Ruiz, Omar Haddad`` (`Unit.state`)."""
+    listed = f": {', '.join(names)}" if names else ""
+    return f"{label or 'records'} with {key} = {value}: {count} of {total}{listed}"
+
+
+_GROUP = re.compile(r" with [^=]{1,60} = (.{1,24}?): \d+ of \d+(?::|$)")
+"""A `_group` line, its value captured."""
+_STATE_FIELD = re.compile(r"(?:^|; |\s)(?:status|state): ([^;]{1,24}?)(?:;|$)", re.I)
+"""A record line's state (``status: pending``)."""
+
+
+def _flat(record: dict[str, Any], path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """A record's fields, those of nested objects under their path ("unit cost amount")."""
+    for key, value in record.items():
+        if isinstance(value, dict):
+            yield from _flat(value, (*path, str(key)))
+        else:
+            yield (*path, str(key)), value
+
+
+def _names_records(key: tuple[str, ...], records: list[dict[tuple[str, ...], Any]]) -> bool:
+    """Whether a field's values name the records: short, distinct strings, not identifiers."""
+    values = [record.get(key) for record in records]
+    return (
+        not _IDENTIFYING_KEY.search(key[-1])
+        and all(
+            isinstance(v, str) and not v.endswith(_SUMMARY_END) and len(v) <= 40 for v in values
+        )
+        and len(set(values)) == len(values)
+    )
 
 
 _SUMMARY_END = "."
 """How a summary line ends, which no record line does: `units` tells them apart by it."""
+_STATE_KEY = re.compile(r"(?:^|_|\s)(?:status|state)$", re.I)
+"""A field whose values are states even where every record's differs."""
 _IDENTIFYING_KEY = re.compile(r"(?:^|_|\s)(?:id|number|code|ref|reference|sku)$", re.I)
 
 
@@ -238,7 +289,7 @@ def _counts(value: Any, path: list[str]) -> Iterator[str]:
         for key, item in value.items():
             yield from _counts(item, [*path, str(key)])
     elif isinstance(value, list) and len(value) > 1 and all(isinstance(x, dict) for x in value):
-        yield _summary(_label(path), value)
+        yield from _summary(_label(path), value)
 
 
 def readable(text: str) -> tuple[list[str], bool]:
@@ -276,7 +327,8 @@ def units(contexts: Sequence[str]) -> list[Unit]:
     found = []
     for index, text in enumerate(contexts):
         lines, record = readable(text)
-        found += [
-            Unit(line, index, record, record and line.endswith(_SUMMARY_END)) for line in lines
-        ]
+        for line in lines:
+            group = (_GROUP.search(line) or _STATE_FIELD.search(line)) if record else None
+            state = group.group(1).strip().lower() if group else ""
+            found.append(Unit(line, index, record, record and line.endswith(_SUMMARY_END), state))
     return found

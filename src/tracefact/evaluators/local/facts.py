@@ -350,8 +350,8 @@ class Finding:
     """One fact of an answer sentence that the evidence does not bear out."""
 
     check: str
-    """``number``, ``date``, ``time``, ``code``, ``name``, ``negation``, ``direction`` or
-    ``roles``."""
+    """``number``, ``date``, ``time``, ``code``, ``name``, ``state``, ``negation``,
+    ``direction`` or ``roles``."""
     text: str
     """What the answer says (the number, name or word)."""
     reason: str
@@ -362,7 +362,8 @@ class Claim:
     """One checkable fact of a sentence: a number, date, time, code or name."""
 
     check: str
-    """``number``, ``date``, ``time``, ``code`` or ``name``."""
+    """``number``, ``date``, ``time``, ``code``, ``name`` or ``state`` (a record's shared
+    value, `alignment.Evidence.states`)."""
     text: str
     """As the answer writes it."""
     key: str
@@ -397,6 +398,8 @@ def holds(claim: Claim, evidence: Facts, words: set[str]) -> bool:
         return claim.date in evidence.dates
     if claim.minutes is not None:
         return claim.minutes in evidence.times
+    if claim.check == "state":
+        return all(part in words for part in tokens(claim.text))
     return claim.text in evidence.codes
 
 
