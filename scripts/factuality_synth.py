@@ -323,7 +323,8 @@ _DROPPABLE = re.compile(
 _APPOSITIVE = re.compile(r",\s+(?:who|which|where|whose|a|an|the)\s+[^,;()]{3,60}?,(?=\s)")
 _PASSIVE = re.compile(
     r"^(The [a-z]+(?: [a-z]+)?|[A-Z][a-z]+(?: [A-Z][a-z]+)?) (was|were) ([a-z]+ed) by "
-    r"((?:the )?[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})(\s(?:on|in|at|after|before|during|for|last)\s[^,;]*)?\.$"
+    r"((?:the )?[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
+    r"(\s(?:on|in|at|after|before|during|for|last)\s[^,;]*)?\.$"
 )
 
 

@@ -301,7 +301,10 @@ def _states(evidence: Evidence, sentence: str) -> list[checks.Claim]:
     ]
 
 
-_STATED = r"\b(?:is|are|was|were|be|been|as|now|still|currently|remains?|stays?|shows?) {}\b(?! (?:to|by|for)\b)"
+_STATED = (
+    r"\b(?:is|are|was|were|be|been|as|now|still|currently|remains?|stays?|shows?) {}\b"
+    r"(?! (?:to|by|for)\b)"
+)
 """A state said of something ("is pending", "are now cancelled"), not a verb ("is
 scheduled to leave", "was returned by the courier")."""
 
