@@ -10,6 +10,9 @@ other words and formats, is not.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -229,3 +232,68 @@ def test_a_sum_over_nested_values_is_checked(detector: LocalFactuality) -> None:
     wrong = judge(detector, ITEMS, "The two items come to 395.33 in total.")
     assert "number" not in checks(right)
     assert "number" in checks(wrong)
+
+
+APPOINTMENTS = "clinic.list_appointments() ->\n" + json.dumps(
+    [
+        {
+            "appointment_id": f"APT-{number}",
+            "patient": patient,
+            "type": kind,
+            "status": status,
+            "starts_at": starts,
+            "practitioner": doctor,
+            "clinic": at,
+            "room": room,
+        }
+        for number, patient, kind, status, starts, doctor, at, room in [
+            (29580, "Jasper Rasmussen", "vaccination", "pending", "2025-03-23T21:55:00Z",
+             "Dr Grünewald", "Seville clinic", "4.13"),
+            (76734, "Farah Castellano", "physiotherapy session", "rescheduled",
+             "2025-04-30T15:45:00Z", "Dr Holloway", "Malmo clinic", "4.05"),
+            (84668, "Kaito Kowalczyk", "vaccination", "rescheduled", "2025-03-18T18:40:00Z",
+             "Dr Quinlan", "Lyon clinic", "2.18"),
+            (2673, "Niall Quinlan", "follow-up", "cancelled", "2025-03-29T08:10:00Z",
+             "Dr Nakamura", "Seville clinic", "4.21"),
+            (22779, "Hana Baptiste", "check-up", "pending", "2025-04-15T11:25:00Z",
+             "Dr Thorne", "Dundee clinic", "2.21"),
+            (39582, "Esme Baptiste", "vaccination", "cancelled", "2025-04-30T10:10:00Z",
+             "Dr Vasquez", "Cardiff clinic", "4.10"),
+        ]
+    ]
+)  # fmt: skip
+_SUPPORT_OF = """
+import json, sys
+from tracefact.evaluators._text import split_sentences
+from tracefact.evaluators.local.alignment import Evidence, support
+question, context, answer = json.loads(sys.stdin.read())
+found = support(Evidence.of([context]), question, split_sentences(answer))
+print(json.dumps([[s.aligned, s.ranked, [f.reason for f in s.findings], s.row] for s in found]))
+"""
+
+
+def test_the_same_case_is_judged_alike_in_every_process() -> None:
+    """Alike whatever the hash seed, which orders the sets whose word weights are summed.
+
+    A sum's last bits decide ties between units, and so what a sentence is anchored to.
+    """
+    case = json.dumps(
+        [
+            "Who is Hana Baptiste's appointment with?",
+            APPOINTMENTS,
+            "I've checked. Hana Baptiste's appointment is with Dr Thorne. "
+            "Anything else I can check?",
+        ]
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", _SUPPORT_OF],
+            input=case,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(seen) == 1, seen

@@ -85,8 +85,8 @@ class Evidence:
     """Every word of the evidence, unstemmed: where a name of the answer is looked up."""
     all_facts: Facts
     states: frozenset[str]
-    """The values records share ("shipped", "on time"), whose group lines say which records
-    hold them: a state in a sentence is a claim, checked where it is anchored."""
+    """The states of the evidence's records ("shipped", "on time"; `Unit.state`): a state
+    a sentence reports is a claim, checked where the sentence is anchored."""
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Evidence:
@@ -115,8 +115,10 @@ class Evidence:
         weights = {w: _LEANING_WEIGHT * self.weight(w) for w in leaning}
         weights.update({w: self.weight(w) for w in words})
         total = sum(weights.values()) or 1.0
+        # fsum: a unit's words are a set, iterated in an order the hash seed decides; a
+        # plain sum's last bits (and so ties, and the anchor) would change per process.
         scores = [
-            (sum(weights[w] for w in unit_words if w in weights) / total, index)
+            (math.fsum(weights[w] for w in unit_words if w in weights) / total, index)
             for index, unit_words in enumerate(self.words)
         ]
         # On a tie the later unit wins: a later tool result supersedes an earlier one.
@@ -145,12 +147,16 @@ def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]
     if not ranked or ranked[0][0] <= 0.0:
         return []
     wanted = set(words)
-    total = sum(evidence.weight(w) for w in wanted) or 1.0
+    total = math.fsum(evidence.weight(w) for w in wanted) or 1.0
     chosen = [ranked[0][1]]
     covered = wanted & evidence.words[ranked[0][1]]
     while len(chosen) < _ALIGNED:
         gains = [
-            (sum(evidence.weight(w) for w in (wanted - covered) & evidence.words[i]) / total, i)
+            (
+                math.fsum(evidence.weight(w) for w in (wanted - covered) & evidence.words[i])
+                / total,
+                i,
+            )
             for _, i in ranked[: 4 * _ALIGNED]
             if i not in chosen
         ]
@@ -294,11 +300,12 @@ def _states(evidence: Evidence, sentence: str) -> list[checks.Claim]:
     if not evidence.states:
         return []
     said = " ".join(checks.tokens(sentence))
-    return [
-        checks.Claim("state", state, f"~{'-'.join(checks.tokens(state))}")
-        for state in sorted(evidence.states | STATE_WORDS)
-        if re.search(_STATED.format(re.escape(" ".join(checks.tokens(state)))), said)
-    ]
+    found = []
+    for state in sorted(evidence.states | STATE_WORDS):
+        words = checks.tokens(state)
+        if re.search(_STATED.format(re.escape(" ".join(words))), said):
+            found.append(checks.Claim("state", state, f"~{'-'.join(words)}"))
+    return found
 
 
 _STATED = (
