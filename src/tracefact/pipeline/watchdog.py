@@ -60,7 +60,12 @@ class Watchdog:
             return
         with self._stopping:
             if self._thread is None and not self._stopped:
-                thread = threading.Thread(target=self._run, name="tracefact-watchdog", daemon=True)
+                # The first check counts from now, not from when the thread first runs:
+                # a clock that has moved on meanwhile must not push it back.
+                first = self._clock.now() + self._tick
+                thread = threading.Thread(
+                    target=self._run, args=(first,), name="tracefact-watchdog", daemon=True
+                )
                 thread.start()
                 self._thread = thread
 
@@ -70,10 +75,9 @@ class Watchdog:
             self._stopped = True
             self._stopping.notify_all()
 
-    def _run(self) -> None:
+    def _run(self, due: float) -> None:
         while True:
             with self._stopping:
-                due = self._clock.now() + self._tick
                 while not self._stopped and self._clock.now() < due:
                     self._clock.wait(self._stopping, due - self._clock.now())
                 if self._stopped:
@@ -82,6 +86,7 @@ class Watchdog:
                 self.check(self._clock.now())
             except Exception:  # the watchdog must outlive any bug in what it calls
                 logger.exception("tracefact: watchdog check failed")
+            due = self._clock.now() + self._tick
 
     def check(self, now: float) -> None:
         """One round: holds, then the loop's health."""
