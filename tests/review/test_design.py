@@ -53,6 +53,20 @@ def test_a_heavy_stratum_gets_its_floor_first() -> None:
     assert expected_labels(pi, sizes) == pytest.approx(200)
 
 
+def test_a_light_stratum_still_gets_its_least_labels() -> None:
+    """A stratum of 0.7% of the weight gets 10 labels of 200, not Neyman's handful."""
+    sizes = {
+        Stratum("a", "hallucinated"): StratumSize(730, 730),
+        Stratum("a", "factual"): StratumSize(49_270, 49_270),
+        Stratum("b", "hallucinated"): StratumSize(2_200, 2_200),
+        Stratum("b", "factual"): StratumSize(147_800, 147_800),
+    }
+    pi = allocate(200, sizes)
+    light = Stratum("a", "hallucinated")
+    assert pi[light] * 730 == pytest.approx(10)
+    assert expected_labels(pi, sizes) == pytest.approx(200)
+
+
 def test_probabilities_never_exceed_one_and_the_rest_goes_elsewhere() -> None:
     sizes = {H: StratumSize(50_000, 50), F: StratumSize(50_000, 50_000)}
     pi = allocate(1000, sizes)

@@ -23,32 +23,10 @@ SCENARIOS = tuple(enumerate(GRID + STRESS))
 ENOUGH_SHOWN = 200
 """Fewer shown figures than this say too little about coverage to test it (±1.5 points)."""
 
-OVER_99 = frozenset(
-    {
-        # A near-perfect evaluator at a 2% rate: the passed spans hold 97% of the weight and
-        # get 192 of the 200 labels, which show no hallucination in 82% of the seeds (0.2
-        # expected). Then even the mid-p upper bound, 3.0/192, puts 1.5 points over the
-        # passed spans' true 0.1: the upper bound cannot miss, only the lower one can
-        # (0.4%). The same labels under mixed evaluation cover 98.9%.
-        "p=2% eval=(0.95,0.99) rate-limited/stratified 200 labels",
-    }
-)
-"""Where the interval covers more than 99% of the time: the issue's ceiling is missed.
-
-There the figure rests on labels expected to show no hallucination in most seeds, and an
-interval that stays valid for rates at which none would still be seen one time in twenty
-must reach above the truth. The floor, 93%, holds there as everywhere.
-"""
-
-
 def check(r: Result) -> None:
     s = r.scenario
     if r.shown >= ENOUGH_SHOWN:
-        assert r.coverage >= 0.93, r
-        if s.name in OVER_99:
-            assert r.coverage > 0.99, f"no longer over 99%: take it off OVER_99: {r}"
-        else:
-            assert r.coverage <= 0.99, r
+        assert 0.93 <= r.coverage <= 0.99, r
         assert r.bias_ok, r
     labels = s.labels * s.response
     if labels >= 2000:

@@ -39,8 +39,15 @@ DEFAULT_ASSUMED_RATES: Mapping[str, float] = {
 """Conservative hallucination rates per verdict for the allocation (spread near its most)."""
 
 
-MIN_EXPECTED_LABELS = 3.0
-"""Every stratum's least expected labels, budget allowing."""
+MIN_EXPECTED_LABELS = 10.0
+"""Every stratum's least expected labels, budget allowing.
+
+Neyman at conservative rates gives a light stratum of flagged spans a handful of labels,
+and its Wilson interval (±0.3 or more at 3 labels) then decides the figure's bounds while
+the heavy stratum's labels see no hallucination: with a near-perfect evaluator at a 2% rate
+the interval covered 99.6% of the time, over the 99% ceiling. At 10 labels it covers
+98.3% there, and the floor costs a 200-label budget at most a fifth of its labels.
+"""
 
 
 def label_floor(min_labels: int) -> float:
