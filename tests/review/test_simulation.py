@@ -23,6 +23,7 @@ SCENARIOS = tuple(enumerate(GRID + STRESS))
 ENOUGH_SHOWN = 200
 """Fewer shown figures than this say too little about coverage to test it (±1.5 points)."""
 
+
 def check(r: Result) -> None:
     s = r.scenario
     if r.shown >= ENOUGH_SHOWN:
