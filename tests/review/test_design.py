@@ -40,13 +40,14 @@ def test_never_half_and_half_and_never_a_live_stratum_left_out() -> None:
     assert all(p > 0 for p in pi.values())
 
 
+def two_routes(*weights: float, evaluated: float) -> dict[Stratum, StratumSize]:
+    """Routes a and b, flagged and passed spans, of these weights, a share of them evaluated."""
+    strata = [Stratum(route, verdict) for route in "ab" for verdict in ("hallucinated", "factual")]
+    return {h: StratumSize(w, w * evaluated) for h, w in zip(strata, weights, strict=True)}
+
+
 def test_a_heavy_stratum_gets_its_floor_first() -> None:
-    sizes = {
-        Stratum("a", "hallucinated"): StratumSize(10_000, 1_000),
-        Stratum("a", "factual"): StratumSize(90_000, 9_000),
-        Stratum("b", "hallucinated"): StratumSize(60_000, 6_000),
-        Stratum("b", "factual"): StratumSize(840_000, 84_000),
-    }
+    sizes = two_routes(10_000, 90_000, 60_000, 840_000, evaluated=0.1)
     pi = allocate(200, sizes)
     for stratum in (Stratum("a", "factual"), Stratum("b", "hallucinated")):
         assert pi[stratum] * sizes[stratum].evaluated >= label_floor(30) - 1e-9
@@ -55,12 +56,7 @@ def test_a_heavy_stratum_gets_its_floor_first() -> None:
 
 def test_a_light_stratum_still_gets_its_least_labels() -> None:
     """A stratum of 0.7% of the weight gets 10 labels of 200, not Neyman's handful."""
-    sizes = {
-        Stratum("a", "hallucinated"): StratumSize(730, 730),
-        Stratum("a", "factual"): StratumSize(49_270, 49_270),
-        Stratum("b", "hallucinated"): StratumSize(2_200, 2_200),
-        Stratum("b", "factual"): StratumSize(147_800, 147_800),
-    }
+    sizes = two_routes(730, 49_270, 2_200, 147_800, evaluated=1.0)
     pi = allocate(200, sizes)
     light = Stratum("a", "hallucinated")
     assert pi[light] * 730 == pytest.approx(10)
