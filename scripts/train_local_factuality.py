@@ -48,7 +48,7 @@ from tracefact.evaluators.local.alignment import Evidence, support  # noqa: E402
 from tracefact.evaluators.local.config import ModelConfig  # noqa: E402
 from tracefact.evaluators.local.inputs import HFTokenizer, ModelInput, model_inputs  # noqa: E402
 
-VERSION = "0.2.0"
+VERSION = "0.2.2"
 
 
 def base_model_dir(given: Path | None) -> Path:
@@ -289,6 +289,12 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="go on from WORK's checkpoint")
     parser.add_argument("--init", type=Path, default=None, help="start from these weights")
     parser.add_argument("--export-only", action="store_true")
+    parser.add_argument(
+        "--average-with",
+        type=Path,
+        default=None,
+        help="with --export-only: export the mean of WORK's weights and this checkpoint's",
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -299,7 +305,17 @@ def main() -> None:
     model = build_model(base)
     checkpoint = args.work / "checkpoint.pt"
     if args.export_only:
-        model.load_state_dict(torch.load(checkpoint)["model"])
+        weights = torch.load(checkpoint)["model"]
+        if args.average_with is not None:
+            # Weight-space averaging of two fine-tuned stages (WiSE-FT, Wortsman et al. 2022):
+            # the later stage's gains on deep paraphrases, the earlier one's on swapped
+            # contexts, at the cost of one model.
+            other = torch.load(args.average_with)["model"]
+            weights = {
+                name: (value + other[name]) / 2 if value.is_floating_point() else value
+                for name, value in weights.items()
+            }
+        model.load_state_dict(weights)
     else:
         train(model, base, config, args, checkpoint, started)
     args.out.mkdir(parents=True, exist_ok=True)
