@@ -302,9 +302,11 @@ def _states(evidence: Evidence, sentence: str) -> list[checks.Claim]:
     said = " ".join(checks.tokens(sentence))
     found = []
     for state in sorted(evidence.states | STATE_WORDS):
-        words = checks.tokens(state)
-        if re.search(_STATED.format(re.escape(" ".join(words))), said):
-            found.append(checks.Claim("state", state, f"~{'-'.join(words)}"))
+        phrase = _STATE_PHRASES.get(state) or " ".join(checks.tokens(state))
+        # Most states are nowhere in the sentence: the pattern needs " phrase", so a
+        # substring test spares their regex.
+        if f" {phrase}" in said and re.search(_STATED.format(re.escape(phrase)), said):
+            found.append(checks.Claim("state", state, f"~{phrase.replace(' ', '-')}"))
     return found
 
 
@@ -324,6 +326,8 @@ STATE_WORDS = frozenset(
     archived escalated acknowledged rescheduled""".split()
 ) | {"on time", "in transit", "past due", "on hold", "in progress"}
 """States tool records commonly report, looked for in a sentence over records."""
+_STATE_PHRASES = {state: " ".join(checks.tokens(state)) for state in STATE_WORDS}
+"""`STATE_WORDS` as the tokens a sentence is searched by, tokenised once."""
 
 
 def _holds_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> bool:
