@@ -215,7 +215,11 @@ def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
     groups = []
     for key in keys:
         values = [record.get(key) for record in flat]
-        if all(isinstance(v, str) and len(v) <= 24 and _number(v) is None for v in values):
+        numbers = [_number(v) for v in values]
+        if all(
+            isinstance(v, str) and len(v) <= 24 and n is None
+            for v, n in zip(values, numbers, strict=True)
+        ):
             distinct = dict.fromkeys(values)
             repeated = 1 < len(distinct) < len(values)
             if (repeated or _STATE_KEY.search(key[-1])) and 1 < len(distinct) <= 5:
@@ -225,7 +229,6 @@ def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
                     groups.append(
                         _group(label, _label(key), str(value), len(members), names, len(records))
                     )
-        numbers = [_number(v) for v in values]
         if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(key[-1]):
             totals.append(f"{_label(key)} sum: {sum(n for n in numbers if n is not None):.2f}")
     return [f"{label or 'records'}: " + "; ".join(totals) + _SUMMARY_END, *groups]
