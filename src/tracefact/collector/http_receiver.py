@@ -110,7 +110,7 @@ class HttpReceiver:
             self._socket.close()
         self._loop.close()
         if self._executor is not None:
-            self._executor.shutdown()
+            self._executor.shutdown(wait=False)  # a put under way ends on its own
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(
