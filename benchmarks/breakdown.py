@@ -40,7 +40,7 @@ from opentelemetry.trace import SpanKind
 
 from benchmarks import sdk
 
-RECEIVER = "receiver (a thread per connection) and the rest"
+RECEIVER = "receiver (its event loop thread) and the rest"
 DEEP = {"export_queue_size": 1_000_000, "queue_size": 1_000_000}
 
 
@@ -221,8 +221,8 @@ def collector_threads(batches: int) -> None:
                     elif round_ == 2:
                         after = _threads_cpu()
                         cpu = {n: after[n] - before.get(n, 0.0) for n in after}
-                        # The receiver's threads end with their connections: the rest of
-                        # the process's CPU is theirs (the poster's own is taken out).
+                        # The receiver's loop and whatever else is not grouped: the rest
+                        # of the process's CPU (the poster's own is taken out).
                         cpu[RECEIVER] = process_cpu - sum(
                             v for n, v in cpu.items() if n != RECEIVER
                         )
@@ -251,7 +251,7 @@ def _threads_cpu() -> dict[str, float]:
 
 
 def _thread_group(name: str) -> str:
-    """Threads by job: the receiver's per-connection threads are one group."""
+    """Threads by job: the receiver's loop and any other thread are one group."""
     for prefix in ("tracefact-engine", "tracefact-evaluation", "tracefact-forward"):
         if name.startswith(prefix):
             return prefix

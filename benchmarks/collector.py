@@ -23,8 +23,8 @@ spans on keep-alive connections, and a counting upstream receiver. Everything ru
 
 5. The issue's collector rows, in this process (`rows`): pass-through CPU per span with
    evaluation off against decode + re-encode alone, a plain asyncio forwarder of the
-   same bytes, and the collector's own parts alone (http.server in, httpx out: what it
-   costs beyond them is tracefact's code), and the engine's and the evaluation loop's
+   same bytes, and the HTTP stack the collector had before (http.server in, httpx out,
+   nothing else: issue 30's first profile), and the engine's and the evaluation loop's
    thread CPU per LLM span to an instant evaluator; printed as markdown rows
    `| path | measured | goal |`.
 
@@ -799,12 +799,12 @@ class AsyncioForwarder:
 
 
 class StdlibForwarder:
-    """The floor of the collector's own parts: http.server in, httpx out, nothing else.
+    """The HTTP stack the collector had before: http.server in, httpx out, nothing else.
 
-    A `ThreadingHTTPServer` handler (the collector's receiver is one) reads each POST's
+    A `ThreadingHTTPServer` handler (the collector's receiver was one) reads each POST's
     body by its Content-Length and posts the bytes unchanged upstream with an
-    `httpx.Client` (the collector's forwarder's), answering 200 once the upstream did.
-    What the collector's pass-through costs beyond this is tracefact's own code.
+    `httpx.Client`, answering 200 once the upstream did: a thread per connection and
+    httpx cost more than the whole of the collector's pass-through now.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -964,8 +964,8 @@ def rows(args: argparse.Namespace, workdir: Path) -> None:
     print(
         f"| collector pass-through, evaluation off | {span('off')} µs CPU per span "
         f"(decode + re-encode alone {span('codec')} µs; a plain asyncio forwarder of the same "
-        f"bytes {span('asyncio')} µs; http.server in and httpx out alone, the collector's own "
-        f"parts, {span('stdlib')} µs) | {ROW_GOALS['passthrough']} |"
+        f"bytes {span('asyncio')} µs; http.server in and httpx out alone, the stack it "
+        f"replaced, {span('stdlib')} µs) | {ROW_GOALS['passthrough']} |"
     )
     print(
         f"| collector, LLM spans to an instant evaluator | {span('engine')} µs engine CPU per "

@@ -172,3 +172,49 @@ def test_json_cost_bounds_what_the_parse_allocates(body: bytes) -> None:
         tracemalloc.stop()
     assert document
     assert peak <= json_cost(body), (peak, json_cost(body))
+
+
+def _reply(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One reply off `sock`: status, headers (lower-cased names), body by Content-Length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.lower()] = value.strip()
+    body = rest
+    while len(body) < int(headers.get("content-length", "0")):
+        body += sock.recv(65536)
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+def test_one_connection_carries_requests_in_turn_and_a_body_waits_for_its_continue(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """Keep-alive, `Expect: 100-continue`, HTTP/1.0 closing, an unsupported method."""
+    collector, upstream = served
+    body = valid_request(0xD01)
+    with socket.create_connection(("127.0.0.1", port(collector)), timeout=10) as sock:
+        expecting = head(len(body)).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+        sock.sendall(expecting)
+        assert sock.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        status, headers, _ = _reply(sock)
+        assert status == 200 and "connection" not in headers
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: collector\r\n\r\n")
+        assert _reply(sock)[0] == 200
+        sock.sendall(b"DELETE /v1/traces HTTP/1.1\r\nHost: collector\r\n\r\n")
+        status, headers, _ = _reply(sock)
+        assert (status, headers["connection"]) == (501, "close")
+        assert sock.recv(64) == b""
+    with socket.create_connection(("127.0.0.1", port(collector)), timeout=10) as sock:
+        sock.sendall(b"GET /readyz HTTP/1.0\r\n\r\n")
+        status, headers, reply = _reply(sock)
+        assert (status, headers["connection"]) == (200, "close")
+        assert json.loads(reply) == {"status": "ready"}
+        assert sock.recv(64) == b""
+    key = (0xD01).to_bytes(16, "big")
+    assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))

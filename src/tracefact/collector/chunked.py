@@ -7,7 +7,7 @@ soon as a chunk header would pass it, and never held in memory.
 
 from __future__ import annotations
 
-from io import BufferedIOBase
+import asyncio
 
 from tracefact import semconv
 from tracefact.collector.decode import BadRequest
@@ -19,19 +19,18 @@ MAX_TRAILERS = 64
 _HEX = b"0123456789abcdefABCDEF"
 
 
-def read_chunked(stream: BufferedIOBase, limit: int) -> bytes:
+async def read_chunked(stream: asyncio.StreamReader, limit: int) -> bytes:
     """The decoded body; raises `BadRequest` (413 past `limit`, 400 if malformed)."""
     reader = _Reader(stream, 2 * limit + MAX_LINE, limit)
     body = bytearray()
-    while size := _chunk_size(reader):
+    while size := _chunk_size(await reader.line()):
         if len(body) + size > limit:
             raise _too_large(limit)
-        chunk = reader.read(size)
-        if len(chunk) < size or reader.line() != b"":
-            raise _malformed("chunk shorter than its size")
-        body += chunk
+        body += await reader.read(size)
+        if await reader.line() != b"":
+            raise _malformed("chunk not the size it said")
     for _ in range(MAX_TRAILERS):
-        if reader.line() == b"":  # trailers are not used by OTLP: skipped
+        if await reader.line() == b"":  # trailers are not used by OTLP: skipped
             return bytes(body)
     raise _malformed("too many trailer lines")
 
@@ -39,20 +38,26 @@ def read_chunked(stream: BufferedIOBase, limit: int) -> bytes:
 class _Reader:
     """The stream, counting what is read against the wire bound."""
 
-    def __init__(self, stream: BufferedIOBase, wire_limit: int, limit: int) -> None:
+    def __init__(self, stream: asyncio.StreamReader, wire_limit: int, limit: int) -> None:
         self._stream = stream
         self._left = wire_limit
         self._limit = limit
 
-    def read(self, size: int) -> bytes:
-        return self._count(self._stream.read(size))
+    async def read(self, size: int) -> bytes:
+        try:
+            return self._count(await self._stream.readexactly(size))
+        except asyncio.IncompleteReadError:
+            raise _malformed("chunk shorter than its size") from None
 
-    def line(self) -> bytes:
+    async def line(self) -> bytes:
         """One CRLF-terminated line without its terminator; a missing one is malformed."""
-        line = self._count(self._stream.readline(MAX_LINE + 1))
-        if not line.endswith(b"\n"):
+        try:
+            line = await self._stream.readuntil(b"\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            raise _malformed("chunked body cut short or line too long") from None
+        if len(line) > MAX_LINE + 1:
             raise _malformed("chunked body cut short or line too long")
-        return line.rstrip(b"\r\n")
+        return self._count(line).rstrip(b"\r\n")
 
     def _count(self, data: bytes) -> bytes:
         self._left -= len(data)
@@ -61,8 +66,8 @@ class _Reader:
         return data
 
 
-def _chunk_size(reader: _Reader) -> int:
-    text = reader.line().split(b";", 1)[0].strip()  # extensions after ";" are ignored
+def _chunk_size(line: bytes) -> int:
+    text = line.split(b";", 1)[0].strip()  # extensions after ";" are ignored
     if not text or text.strip(_HEX):  # int() alone would take "-1", "0x1", "1_0"
         raise _malformed(f"bad chunk size {text[:20]!r}")
     return int(text, 16)

@@ -21,25 +21,20 @@ protobuf's wire format concatenated messages merge, and repeated fields (the req
 
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
 from tracefact._imports import import_extra
-from tracefact._retry import Attempt, Backoff, Retries, attempt_of
+from tracefact._retry import Attempt, Backoff, Retries
 from tracefact.collector.config import Forwarding, Upstream
 from tracefact.collector.metrics import CollectorMetrics
+from tracefact.collector.upstream_http import HttpUpstream, accepted
 from tracefact.scrubbing import clean_text
 
 logger = logging.getLogger("tracefact.collector")
@@ -58,48 +53,6 @@ _GRPC_TRANSIENT = frozenset(
     }
 )
 """The codes OpenTelemetry's exporters retry."""
-
-
-def accepted(reply: bytes) -> Attempt:
-    """A 200 / OK: read OTLP's partial success, where a backend says what it dropped."""
-    try:
-        partial = ExportTraceServiceResponse.FromString(reply).partial_success
-    except DecodeError:
-        return Attempt(True)  # not protobuf (a JSON or empty body): nothing said
-    if partial.rejected_spans <= 0:
-        return Attempt(True)
-    error = f"partial success: {partial.error_message or 'no message'}"
-    return Attempt(True, error=error, rejected=int(partial.rejected_spans))
-
-
-class HttpUpstream:
-    """OTLP/HTTP protobuf with the upstream's headers."""
-
-    def __init__(self, upstream: Upstream) -> None:
-        parts = urllib.parse.urlsplit(upstream.endpoint)
-        path = parts.path.rstrip("/")  # before a query string (`?token=...`), if any
-        path = path if path.endswith("/v1/traces") else f"{path}/v1/traces"
-        self.url = urllib.parse.urlunsplit(parts._replace(path=path))
-        self.gzip = upstream.compression == "gzip"
-        headers = {**upstream.headers, "Content-Type": "application/x-protobuf"}
-        if self.gzip:
-            headers["Content-Encoding"] = "gzip"
-        self._client = httpx.Client(headers=headers)
-
-    def export(self, body: bytes, timeout: float) -> Attempt:
-        try:
-            response = self._client.post(
-                self.url, content=gzip.compress(body) if self.gzip else body, timeout=timeout
-            )
-        except httpx.HTTPError as exc:
-            return Attempt(False, True, f"{type(exc).__name__}: {exc}")
-        if response.is_success:
-            protobuf = "protobuf" in response.headers.get("content-type", "")
-            return accepted(response.content) if protobuf else Attempt(True)
-        return attempt_of(response)
-
-    def close(self) -> None:
-        self._client.close()
 
 
 class GrpcUpstream:

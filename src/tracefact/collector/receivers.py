@@ -21,10 +21,11 @@ refused gets a status saying why, and is counted by reason:
 | bodies (OTLP/JSON: and its parse) of `max_bytes_in_flight` at once | 429 + Retry-After | - |
 | OTLP/JSON whose parse could cost more than `max_bytes_in_flight` | 413 | - |
 
-The HTTP receiver bounds its memory at the door: connections (`max_connections`), the
-bodies it reads at once (`max_bytes_in_flight`) and the time a request may take to
-arrive (`request_timeout_seconds`, for the whole request, not each read: a client
-sending a byte a minute is closed, as is a connection idle that long).
+The HTTP receiver (`http_receiver`, one event loop for every connection) bounds its
+memory at the door: connections (`max_connections`), the bodies it reads at once
+(`max_bytes_in_flight`) and the time a request may take to arrive
+(`request_timeout_seconds`, for the whole request, not each read: a client sending a
+byte a minute is closed, as is a connection idle that long).
 
 A body comes with a Content-Length or `Transfer-Encoding: chunked` (see `chunked`); a
 chunked one is refused with 413 as soon as a chunk would pass the limit.
@@ -36,20 +37,14 @@ its JSON body) and `/metrics` (Prometheus).
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import json
 import logging
-import math
 import socket
-import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -60,24 +55,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from tracefact import semconv
 from tracefact._imports import import_extra
-from tracefact.collector.chunked import read_chunked
 from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.decode import (
-    JSON,
     PROTOBUF,
     BadRequest,
     decode,
-    decompress,
     fits,
-    json_cost,
-    media_type,
     outline,
 )
 from tracefact.collector.forwarder import Forwarder
 from tracefact.collector.limits import apply_limits
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.queue import Encoded, QueueFull, QueueUnavailable, RequestQueue
-from tracefact.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 logger = logging.getLogger("tracefact.collector")
 
@@ -223,327 +212,6 @@ def _check_free(key: str, host: str, port: int) -> None:
             probe.bind(address)
         except OSError as exc:
             raise port_taken(key, host, port, exc.strerror) from None
-
-
-class HttpReceiver:
-    """OTLP/HTTP plus health and metrics, one thread per connection."""
-
-    def __init__(self, ingest: Ingest, render_metrics: Callable[[], bytes]) -> None:
-        self.ingest = ingest
-        receiver = ingest.config.receivers.http
-        assert receiver is not None, "built only when the HTTP receiver is on"
-        host, port = receiver.host, receiver.port
-        limits = ingest.config.limits
-        budget = _Budget(limits.max_bytes_in_flight)
-        attributes = {"ingest": ingest, "render": render_metrics, "budget": budget}
-        attributes["timeout"] = limits.request_timeout_seconds
-        handler = type("Handler", (_Handler,), attributes)
-        try:
-            self.server = _Server((host, port), handler, ingest)
-        except OSError as exc:
-            raise port_taken("receivers.http", host, port, exc.strerror) from None
-        self.server.daemon_threads = True
-        self.port: int = self.server.server_address[1]
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, name="tracefact-http", daemon=True
-        )
-        self._reaper = threading.Thread(
-            target=self.server.reap, name="tracefact-http-deadlines", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
-        self._reaper.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.stop_reaping()
-        self.server.server_close()
-
-
-class _Budget:
-    """Bytes of request bodies being read and decoded at once; never waits."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    def take(self, size: int) -> bool:
-        with self._lock:
-            if self._used + size > self.limit:
-                return False
-            self._used += size
-            return True
-
-    def give(self, size: int) -> None:
-        with self._lock:
-            self._used -= size
-
-
-class _Server(ThreadingHTTPServer):
-    """The stdlib's threading server, bounded: connections, and each request's deadline.
-
-    A thread per connection, at most `max_connections`; one more is answered 503 at
-    once. Each connection has a deadline, `request_timeout_seconds` after it opened or
-    after its last reply; a reaper thread closes the connections past theirs.
-    """
-
-    request_queue_size = 1024
-    """Connections the kernel holds before one is accepted: the stdlib's 5 left hundreds of
-    clients connecting at once waiting for SYN retries (seconds each)."""
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], ingest: Ingest) -> None:
-        super().__init__(address, handler)
-        limits = ingest.config.limits
-        self.ingest = ingest
-        self.max_connections = limits.max_connections
-        self.request_timeout = limits.request_timeout_seconds
-        self._deadlines: dict[socket.socket, float] = {}  # open connections, by deadline
-        self._lock = threading.Lock()  # guards _deadlines
-        self._stop = threading.Event()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            full = len(self._deadlines) >= self.max_connections
-            if not full:
-                self._deadlines[request] = time.monotonic() + self.request_timeout
-        if not full:
-            super().process_request(request, client_address)
-            return
-        self.ingest.reject("http", semconv.REJECT_CONNECTIONS)
-        retry_after = max(1, math.ceil(self.ingest.config.forwarding.retry_after_seconds))
-        body = b"too many connections\n"
-        reply = (
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-            f"Content-Length: {len(body)}\r\nRetry-After: {retry_after}\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode() + body
-        try:
-            request.settimeout(1.0)
-            request.sendall(reply)
-        except OSError:
-            pass  # the client is gone: nothing to tell it
-        self.shutdown_request(request)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._lock:
-                self._deadlines.pop(request, None)
-
-    def replied(self, request: Any) -> None:
-        """A reply went out: the connection's next request gets a full deadline."""
-        with self._lock:
-            if request in self._deadlines:
-                self._deadlines[request] = time.monotonic() + self.request_timeout
-
-    def reap(self) -> None:
-        """Close the connections past their deadline, until `stop_reaping`."""
-        interval = min(1.0, self.request_timeout / 4)
-        while not self._stop.wait(interval):
-            now = time.monotonic()
-            with self._lock:
-                late = [conn for conn, deadline in self._deadlines.items() if deadline <= now]
-            for connection in late:
-                with contextlib.suppress(OSError):  # its thread's read ends, and the thread
-                    connection.shutdown(socket.SHUT_RDWR)
-
-    def stop_reaping(self) -> None:
-        self._stop.set()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A connection's failure, as one JSON log line (the stdlib prints a traceback).
-
-        A client that went away mid-reply is routine: logged at debug.
-        """
-        error = sys.exc_info()[1]
-        if isinstance(error, (BrokenPipeError, ConnectionResetError, TimeoutError)):
-            logger.debug("client went away", extra={"event": "client_gone"})
-            return
-        logger.error("connection failed", exc_info=True, extra={"event": "connection_failed"})
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
-    timeout = 30  # per read; the whole request's deadline is the server's
-    server_version = "tracefact-collector"
-    ingest: Ingest
-    render: Callable[[], bytes]
-    budget: _Budget
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: requests are counted in metrics, not logged one by one."""
-
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path == "/healthz":
-            self._reply(200, b'{"status": "ok"}\n', "application/json")
-        elif path == "/readyz":
-            reason = self.ingest.unready()
-            state = (
-                {"status": "ready"} if reason is None else {"status": "not ready", "reason": reason}
-            )
-            body = json.dumps(state).encode() + b"\n"
-            self._reply(200 if reason is None else 503, body, "application/json")
-        elif path == "/metrics":
-            self._reply(200, type(self).render(), METRICS_CONTENT_TYPE)
-        else:
-            self._reply(404, b"not found\n", "text/plain")
-
-    def do_POST(self) -> None:
-        if self.path.split("?")[0] != TRACES_PATH:
-            self._discard_body()
-            self._reply(404, b"not found: POST OTLP traces to /v1/traces\n", "text/plain")
-            return
-        media = JSON if "json" in (self.headers.get("Content-Type") or "") else None
-        try:
-            self._export()
-        except BadRequest as exc:
-            self.ingest.reject("http", exc.reason)
-            self._error(exc.status, exc.message, media)
-        except Refused as exc:
-            self.ingest.reject("http", exc.reason)
-            status = 429 if exc.reason == semconv.REJECT_FULL else 503
-            headers = {}
-            if exc.retry_after is not None:
-                headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-            self._error(status, exc.message, media, headers)
-        except OSError:
-            raise  # the connection failed: `_Server.handle_error` logs it
-        except Exception as exc:  # a bug: answered and counted, never a dropped connection
-            logger.exception("request failed", extra={"event": "request_failed"})
-            self.ingest.reject("http", semconv.REJECT_INTERNAL)
-            self.close_connection = True
-            self._error(500, f"internal error: {type(exc).__name__}", media)
-
-    def _export(self) -> None:
-        ingest = self.ingest
-        limit = ingest.config.limits.max_body_bytes
-        if not ingest.authorized(self.headers.get("Authorization")):
-            self._discard_body()
-            raise BadRequest(401, semconv.REJECT_UNAUTHENTICATED, "missing or wrong bearer token")
-        size = limit if self._chunked() else min(self._length(), limit)
-        if not self.budget.take(size):
-            self.close_connection = True  # the body is not read: the connection is done
-            raise self._busy()
-        held = size
-        try:
-            body = self._body(limit)
-            media = media_type(self.headers.get("Content-Type"))
-            data = decompress(body, self.headers.get("Content-Encoding"), limit)
-            del body
-            if media == JSON:
-                held += self._take_parse_cost(data, held)
-            request = decode(data, media, ingest.config.limits)
-            ingest.accept(request, "http", data if media == PROTOBUF else None)
-        finally:
-            self.budget.give(held)
-        if media == JSON:
-            self._reply(200, b"{}", JSON)
-        else:
-            self._reply(200, ExportTraceServiceResponse().SerializeToString(), media)
-
-    def _take_parse_cost(self, data: bytes, held: int) -> int:
-        """What parsing OTLP/JSON may cost, taken from the bytes in flight before it runs.
-
-        Python's objects cost up to 35 times a JSON body of empty objects: a body whose
-        parse could not fit `max_bytes_in_flight` beside its own bytes is a 413, one that
-        does not fit now a 429, so concurrent JSON bodies stay within the budget too.
-        """
-        cost = json_cost(data)
-        if held + cost > self.budget.limit:
-            message = (
-                f"OTLP/JSON body too large to parse: up to {cost} bytes of objects, over "
-                f"max_bytes_in_flight ({self.budget.limit}); send fewer spans per request"
-            )
-            raise BadRequest(413, semconv.REJECT_TOO_LARGE, message)
-        if not self.budget.take(cost):
-            raise self._busy()
-        return cost
-
-    def _busy(self) -> Refused:
-        retry_after = self.ingest.config.forwarding.retry_after_seconds
-        return Refused(semconv.REJECT_FULL, "receiver busy: too many bytes in flight", retry_after)
-
-    def _body(self, limit: int) -> bytes:
-        """The body as sent, sized by Content-Length or chunked; 413 past `limit`."""
-        if self._chunked():
-            try:
-                return read_chunked(self.rfile, limit)
-            except BadRequest:
-                self.close_connection = True  # the rest of the body is not read
-                raise
-        length = self._length()
-        if length > limit:
-            self.close_connection = True  # the body is not read: the connection is done
-            raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"body over {limit} bytes")
-        return self.rfile.read(length)
-
-    def _chunked(self) -> bool:
-        """Whether the body is chunked; any other transfer coding is refused."""
-        coding = self.headers.get("Transfer-Encoding")
-        if coding is None:
-            return False
-        if coding.strip().lower() != "chunked" or "Content-Length" in self.headers:
-            self.close_connection = True
-            message = f"unsupported Transfer-Encoding {coding!r} (only chunked, alone)"
-            raise BadRequest(400, semconv.REJECT_MALFORMED, message)
-        return True
-
-    def _length(self) -> int:
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            self.close_connection = True
-            raise BadRequest(411, semconv.REJECT_MALFORMED, "Content-Length required") from None
-        if length < 0:
-            self.close_connection = True
-            raise BadRequest(400, semconv.REJECT_MALFORMED, "negative Content-Length")
-        return length
-
-    def _discard_body(self) -> None:
-        if "Transfer-Encoding" in self.headers:
-            self.close_connection = True  # a chunked body is not worth reading to skip
-            return
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            length = -1
-        if 0 <= length <= self.ingest.config.limits.max_body_bytes:
-            self.rfile.read(length)
-        else:
-            self.close_connection = True
-
-    def _error(
-        self,
-        status: int,
-        message: str,
-        media: str | None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        """An OTLP error reply: a google.rpc.Status in the request's encoding."""
-        if media == JSON:
-            body = json.dumps({"message": message}).encode()
-            self._reply(status, body, JSON, headers)
-        else:
-            body = status_pb2.Status(message=message).SerializeToString()
-            self._reply(status, body, "application/x-protobuf", headers)
-
-    def _reply(
-        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-        cast(_Server, self.server).replied(self.connection)
 
 
 # --- gRPC ----------------------------------------------------------------------------------

@@ -36,8 +36,9 @@ from tracefact.collector.backends import document_store, open_queue
 from tracefact.collector.config import CollectorConfig, ConfigError
 from tracefact.collector.engine import Engine
 from tracefact.collector.forwarder import Forwarder
+from tracefact.collector.http_receiver import HttpReceiver
 from tracefact.collector.metrics import CollectorMetrics
-from tracefact.collector.receivers import GrpcReceiver, HttpReceiver, Ingest, port_taken
+from tracefact.collector.receivers import GrpcReceiver, Ingest, port_taken
 from tracefact.collector.shared_documents import SharedDocumentStore
 from tracefact.collector.supervisor import Supervisor
 from tracefact.collector.writeback import Held, WriteBack
