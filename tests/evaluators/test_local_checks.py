@@ -114,6 +114,52 @@ def test_a_value_from_elsewhere_in_the_contexts_is_told_apart_from_an_invented_o
     assert [f["reason"] for f in invented.raw["findings"]] == ["'7.50' is in no context"]
 
 
+RATES = [
+    "The Central Bank of Marovia raised its main policy rate by 0.5 percentage points to "
+    "6.25% on Thursday. Governor Ilse Varga said the committee was determined to return "
+    "inflation to its 3% target within two years. The decision was taken by a vote of five "
+    "to two.",
+    "Annual consumer price inflation in Marovia was 7.4% in September, down from a peak of "
+    "9.1% in April. Core inflation, which excludes food and energy, rose slightly to 6.2%. "
+    "Unemployment was steady at 4.1%.",
+]
+
+
+def test_a_value_fused_from_another_passage_is_told_apart_from_one_swapped_in(
+    detector: LocalFactuality,
+) -> None:
+    question = "Why did Marovia's central bank raise rates?"
+    fused = detector.evaluate_batch(
+        [
+            EvalCase(
+                input=question,
+                contexts=RATES,
+                output="Governor Ilse Varga said the aim is to bring inflation back to the 3% "
+                "target within two years; core inflation edged up to 6.2%.",
+            )
+        ]
+    )[0]
+    swapped = detector.evaluate_batch(
+        [
+            EvalCase(
+                input=question,
+                contexts=RATES,
+                output="Governor Ilse Varga said the aim is to bring inflation back to the "
+                "6.2% target within two years.",
+            )
+        ]
+    )[0]
+    assert [f["reason"] for f in fused.raw["findings"]] == [
+        "'6.2%' is in the contexts, but in another passage than the rest of this"
+    ]
+    assert fused.raw["features"]["fused_values"] == 1.0
+    assert [f["reason"] for f in swapped.raw["findings"]] == [
+        "'6.2%' is in the contexts, but not where this is said"
+    ]
+    assert swapped.raw["features"]["fused_values"] == 0.0
+    assert fused.score < swapped.score
+
+
 def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) -> None:
     result = judge(
         detector,

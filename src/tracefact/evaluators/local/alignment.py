@@ -32,6 +32,7 @@ FEATURES = (
     "missing_numbers_aligned",
     "missing_names",
     "missing_names_aligned",
+    "fused_values",
     "negation_added",
     "negation_dropped",
     "direction_flip",
@@ -236,20 +237,22 @@ def _sentence(
         if not checks.holds(claim, evidence.all_facts, evidence.all_tokens)
     ]
     keys = {claim.key: claim for claim in [*checks.claims(claims), *stated]}
-    misplaced = [
-        checks.Finding(
-            claim.check,
-            claim.text,
-            f"{claim.text!r} is in the contexts, but not where this is said",
+    said = Facts.merge([sentence_facts, asked.facts])
+    placed = {
+        claim: (
+            _placed_near_question(evidence, claim, sorted(asked.words))
+            if short
+            else _placed_where_anchored(evidence, claim, [*lookup, *keys], leaning, said)
         )
         for claim in keys.values()
         if claim.text not in {f.text for f in nowhere}
-        and not (
-            _holds_near_question(evidence, claim, sorted(asked.words))
-            if short
-            else _holds_where_anchored(evidence, claim, [*lookup, *keys], leaning)
-        )
+    }
+    misplaced = [
+        checks.Finding(claim.check, claim.text, _PLACEMENT_REASONS[place].format(claim.text))
+        for claim, place in placed.items()
+        if place != HELD
     ]
+    added = {claim.text for claim, place in placed.items() if place == ADDED}
     anchor = Facts.merge(evidence.facts[i] for i in aligned)
     anchor_tokens = set(anchor.words) | set(asked.facts.names)
     best = evidence.facts[aligned[0]] if aligned else Facts()
@@ -272,9 +275,10 @@ def _sentence(
         unsupported,
         _share_missing(own, anchor_words | known, evidence),
         _count([f for f in nowhere if f.check in _NUMERIC_CHECKS]),
-        _count([f for f in findings if f.check in _NUMERIC_CHECKS]),
+        _count([f for f in findings if f.check in _NUMERIC_CHECKS and f.text not in added]),
         _count([f for f in nowhere if f.check == "name"]),
         _count([f for f in findings if f.check == "name"]),
+        _count([f for f in misplaced if f.text in added]),
         float(negation is not None and claims.negations > best.negations),
         float(negation is not None and claims.negations < best.negations),
         float(direction is not None),
@@ -330,7 +334,23 @@ _STATE_PHRASES = {state: " ".join(checks.tokens(state)) for state in STATE_WORDS
 """`STATE_WORDS` as the tokens a sentence is searched by, tokenised once."""
 
 
-def _holds_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> bool:
+HELD = "held"
+"""A claim the units its sentence is anchored to bear out."""
+DISPLACED = "displaced"
+"""A claim found elsewhere in the evidence, where the anchor states another value of its
+kind: swapped in for that value (a swapped name, a conflated value, the wrong record)."""
+ADDED = "added"
+"""A number, date, time or code found elsewhere, where the anchor states no other value of
+its kind: the sentence may fuse two sources ("... 3% target; it was 7.4% in September"),
+or bring a value from an unrelated one. Names are always `DISPLACED`: a passage nearly
+always names something the sentence does not, so the test would tell nothing there."""
+_PLACEMENT_REASONS = {
+    DISPLACED: "{!r} is in the contexts, but not where this is said",
+    ADDED: "{!r} is in the contexts, but in another passage than the rest of this",
+}
+
+
+def _placed_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> str:
     """Whether a bare answer's value ("Paris") is in one of the units the question points to.
 
     A question may need several sentences to answer ("When was the choreographer of X
@@ -340,19 +360,28 @@ def _holds_near_question(evidence: Evidence, claim: checks.Claim, question: list
     """
     ranked = [i for score, i in evidence.ranked(question)[:_NEAR_QUESTION] if score > 0]
     if not ranked:
-        return True
+        return HELD
     facts = Facts.merge(evidence.facts[i] for i in _latest(evidence, sorted(ranked)))
-    return checks.holds(claim, facts, set(facts.words))
+    return HELD if checks.holds(claim, facts, set(facts.words)) else DISPLACED
 
 
 _NEAR_QUESTION = 3
 """How many of the units that share the question's words a bare answer may come from."""
 
 
-def _holds_where_anchored(
-    evidence: Evidence, claim: checks.Claim, lookup: list[str], leaning: list[str]
-) -> bool:
-    """Whether the units the sentence anchors to without this claim bear it out.
+def _placed_where_anchored(
+    evidence: Evidence,
+    claim: checks.Claim,
+    lookup: list[str],
+    leaning: list[str],
+    said: Facts,
+) -> str:
+    """Where a claim stands against the units the sentence anchors to without it.
+
+    `HELD` where they bear it out; else `DISPLACED` where it displaces a value of the best
+    of them, `ADDED` where it adds one. ``said``: the values the sentence and its question
+    state, which displace nothing. A record's value is always displaced: the record has
+    that field.
 
     The claim's own word is left out of the lookup, so that a value taken from the wrong
     sentence or record does not pull the anchor there. Counts and sums of a list
@@ -364,7 +393,8 @@ def _holds_where_anchored(
     ranked = evidence.ranked(rest, leaning)
     aligned = _anchor(evidence, rest, ranked)
     if not aligned:
-        return True
+        return HELD
+    best = aligned[0]
     # Units about as well supported as the best count too: a list of names taken from
     # several records ("Ana and Omar are confirmed") is anchored to each of them.
     aligned += [i for score, i in ranked if score >= _COMPARABLE * ranked[0][0]]
@@ -373,7 +403,11 @@ def _holds_where_anchored(
     summaries = [i for i, u in enumerate(evidence.units) if u.summary and u.passage in passages]
     anchored = [*aligned, *summaries]
     facts = Facts.merge(evidence.facts[i] for i in anchored)
-    return checks.holds(claim, facts, set(facts.words))
+    if checks.holds(claim, facts, set(facts.words)):
+        return HELD
+    if evidence.units[best].record or checks.rivals(claim, evidence.facts[best], said):
+        return DISPLACED
+    return ADDED
 
 
 _SOCIAL = re.compile(

@@ -24,7 +24,7 @@ def case_shape(sentences: int, question: str) -> tuple[float, float, float]:
 class ModelConfig:
     """The parameters shipped in ``config.json`` beside the model."""
 
-    max_length: int = 160
+    max_length: int = 256
     max_question_tokens: int = 24
     max_previous_tokens: int = 24
     max_sentence_tokens: int = 64

@@ -485,3 +485,23 @@ ROLE_WORDS = frozenset(
     administrators""".split()
 )
 """Words naming a party, whose order matters as names do (`roles_swapped`)."""
+
+
+def rivals(claim: Claim, anchor: Facts, said: Facts) -> bool:
+    """Whether ``anchor`` states a value of the claim's kind that the sentence does not.
+
+    A number rivals a number of the same sort (a percentage another percentage); a name,
+    state or anything else is taken to have a rival.
+    """
+    if claim.check == "number" and claim.quantity is not None:
+        return any(
+            q.percent == claim.quantity.percent and not value_in(q, said.numbers)
+            for q in anchor.numbers
+        )
+    if claim.check == "date":
+        return bool(anchor.dates - said.dates)
+    if claim.check == "time":
+        return bool(anchor.times - said.times)
+    if claim.check == "code":
+        return bool(anchor.codes - said.codes)
+    return True
