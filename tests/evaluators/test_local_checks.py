@@ -35,6 +35,11 @@ SHIPPING = (
     "days and costs 4.95 euros. Express delivery arrives the next day and costs 9.90 euros. "
     "Returns are free within 30 days."
 )
+MATCH = (
+    "Millbrook took the lead in the 12th minute through a header from Callum Price. Rovers "
+    "equalised just before half-time when Jordan Asante converted a penalty, and substitute "
+    "Leo Hartigan scored twice in the last 15 minutes to seal the win."
+)
 ORDERS = json.dumps(
     {
         "orders": [
@@ -64,6 +69,7 @@ FAITHFUL = [
     (SHIPPING, "Standard shipping takes three to five working days."),
     (LEASE, "The deposit, 4,800 pounds, is returned within ten days after the Term ends."),
     (NDA, "Confidentiality lasts three years from disclosure."),
+    (MATCH, "Jordan Asante converted a penalty before half-time, and Leo Hartigan scored twice."),
     (
         ORDERS,
         "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
@@ -87,6 +93,7 @@ WRONG = [
     ("negation", SHIPPING, "Returns are not free within 30 days."),
     ("direction", SHIPPING, "Orders placed after 2 pm ship the same day."),
     ("roles", NDA, "On request, the disclosing party must return all Confidential Information."),
+    ("roles", MATCH, "Rovers equalised before half-time, when Leo Hartigan converted a penalty."),
     ("number", ORDERS, "Order 4821 has shipped and its total is 54.00."),
     ("code", ORDERS, "Order 4821 has shipped; its tracking number is 1Z99A."),
 ]  # fmt: skip

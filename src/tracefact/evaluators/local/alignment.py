@@ -257,12 +257,14 @@ def _sentence(
     anchor_tokens = set(anchor.words) | set(asked.facts.names)
     best = evidence.facts[aligned[0]] if aligned else Facts()
     coverage = ranked[0][0] if ranked else 0.0
+    # A record's line holds many fields, one of them perhaps null ("none"): its polarity
+    # is not a statement's, nor is a field's name before a value a deed.
+    prose = bool(aligned) and not evidence.units[aligned[0]].record
     parties = checks.missing_parties(claims, anchor_tokens)
     if coverage >= _CLOSE:
         parties += [f for f in [checks.roles_swapped(claims.words, best.words)] if f]
-    # A record's line holds many fields, one of them perhaps null ("none"): its polarity
-    # is not a statement's.
-    prose = bool(aligned) and not evidence.units[aligned[0]].record
+        if prose:
+            parties += [f for f in [checks.actor_swapped(sentence_facts, best)] if f]
     negation = checks.polarity_flip(claims, best) if coverage >= _CLOSE and prose else None
     direction = checks.direction_flip(claims, anchor) if coverage >= _NEAR else None
     flips = [flip for flip in (negation, direction) if flip is not None]

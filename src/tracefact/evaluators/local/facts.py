@@ -505,3 +505,29 @@ def rivals(claim: Claim, anchor: Facts, said: Facts) -> bool:
     if claim.check == "code":
         return bool(anchor.codes - said.codes)
     return True
+
+
+def actor_swapped(answer: Facts, source: Facts) -> Finding | None:
+    """A name the answer puts right before a verb where the source puts another name.
+
+    "Leo Hartigan converted a penalty" against "Jordan Asante converted a penalty, and Leo
+    Hartigan scored twice": both names are in the source, the deed is another's. Only
+    a name and a word written next to each other in both texts count, so a paraphrase
+    that says it otherwise finds nothing.
+    """
+    said = set(answer.names)
+    named = set(source.names)
+    before: dict[str, set[str]] = {}
+    for name, word in zip(source.words, source.words[1:], strict=False):
+        key = name.removesuffix("'s")
+        if key in named and word not in STOPWORDS and len(word) > 3:
+            before.setdefault(word, set()).add(key)
+    for name, word in zip(answer.words, answer.words[1:], strict=False):
+        key = name.removesuffix("'s")
+        if key not in said or key not in named or word not in before:
+            continue
+        others = before[word] - said
+        if others and key not in before[word]:
+            other = sorted(others)[0]
+            return Finding("roles", key, f"{other!r} {word} there, not {key!r}")
+    return None
