@@ -167,6 +167,34 @@ def test_a_value_fused_from_another_passage_is_told_apart_from_one_swapped_in(
     assert fused.score < swapped.score
 
 
+MILLS = [
+    "Brackley Mill Trust and Ouseburn Heritage Group announced a joint restoration plan on "
+    "Monday. Under the plan, Brackley Mill, the older of the two sites, will reopen its "
+    "waterwheel to visitors in May. The shared archive will be kept at Ouseburn."
+]
+
+
+def test_a_name_written_in_full_where_its_passage_shortens_it_is_not_misplaced(
+    detector: LocalFactuality,
+) -> None:
+    question = "What will happen under the restoration plan?"
+    full = judge(
+        detector,
+        MILLS[0],
+        "Brackley Mill Trust, the older site, will reopen its waterwheel to visitors in May.",
+        question,
+    )
+    swapped = judge(
+        detector,
+        MILLS[0],
+        "Ouseburn Heritage Group, the older site, will reopen its waterwheel to visitors in May.",
+        question,
+    )
+    assert "name" not in checks(full)
+    assert "name" in checks(swapped)
+    assert full.score < swapped.score
+
+
 def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) -> None:
     result = judge(
         detector,

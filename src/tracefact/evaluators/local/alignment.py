@@ -385,12 +385,17 @@ def _placed_where_anchored(
     state, which displace nothing. A record's value is always displaced: the record has
     that field.
 
-    The claim's own word is left out of the lookup, so that a value taken from the wrong
-    sentence or record does not pull the anchor there. Counts and sums of a list
-    (`evidence._summary`) belong to every record of it; a sentence anchored nowhere is
-    checked against everything, so nothing of it is misplaced.
+    The claim's own word (and the rest of its name) is left out of the lookup, so that a
+    value taken from the wrong sentence or record does not pull the anchor there. A name
+    the anchor writes short is held where the sentence writes it in full (`facts.shortened`).
+    Counts and sums of a list (`evidence._summary`) belong to every record of it; a
+    sentence anchored nowhere is checked against everything, so nothing of it is
+    misplaced.
     """
     left_out = {claim.key, stem(claim.text)}
+    if claim.check == "name":  # the rest of its name ("Heritage Group") would pull too
+        run = next((run for run in said.runs if claim.text in run), ())
+        left_out |= {f"^{word}" for word in run} | {stem(word) for word in run}
     rest = [w for w in lookup if w not in left_out]
     ranked = evidence.ranked(rest, leaning)
     aligned = _anchor(evidence, rest, ranked)
@@ -406,6 +411,8 @@ def _placed_where_anchored(
     anchored = [*aligned, *summaries]
     facts = Facts.merge(evidence.facts[i] for i in anchored)
     if checks.holds(claim, facts, set(facts.words)):
+        return HELD
+    if claim.check == "name" and checks.shortened(claim.text, said, facts, evidence.all_facts):
         return HELD
     if evidence.units[best].record or checks.rivals(claim, evidence.facts[best], said):
         return DISPLACED
