@@ -212,7 +212,8 @@ def _sentence(
 ) -> SentenceSupport:
     plain = content(sentence)
     short = len({w for w in plain if w not in asked.words}) < _SHORT
-    sentence_facts = checks.extract(sentence, bare=short)
+    # Only a few words ("Brown.", "The Beatles") are all name, even at the start.
+    sentence_facts = checks.extract(sentence, bare=short and len(checks.tokens(sentence)) <= _BARE)
     words = plain + sorted(_code_words(sentence_facts))
     own = [w for w in words if w not in asked.words]
     # A short answer ("Warsaw.") is anchored where the question's words are too, and what
@@ -430,6 +431,7 @@ _SOCIAL = re.compile(
 
 
 _SHORT = 3
+_BARE = 5
 """Fewer content words of its own than this, and a sentence is anchored with the question."""
 _CLOSE = 0.5
 """Least share of a sentence's weight its best unit must cover before polarity and roles
