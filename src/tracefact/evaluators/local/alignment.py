@@ -33,6 +33,7 @@ FEATURES = (
     "missing_names",
     "missing_names_aligned",
     "fused_values",
+    "displaced_where_supported",
     "negation_added",
     "negation_dropped",
     "direction_flip",
@@ -282,6 +283,9 @@ def _sentence(
         _count([f for f in nowhere if f.check == "name"]),
         _count([f for f in findings if f.check == "name"]),
         _count([f for f in misplaced if f.text in added]),
+        # A value swapped into a sentence its passage otherwise bears out is a surer sign
+        # than one in a sentence anchored loosely, where the anchor itself may be wrong.
+        coverage * _count([f for f in misplaced if f.text not in added]),
         float(negation is not None and claims.negations > best.negations),
         float(negation is not None and claims.negations < best.negations),
         float(direction is not None),
@@ -361,7 +365,11 @@ def _placed_near_question(evidence: Evidence, claim: checks.Claim, question: lis
     none with the contexts leaves nothing to place the value by. A record a later result
     replaced is no longer so (`_latest`).
     """
-    ranked = [i for score, i in evidence.ranked(question)[:_NEAR_QUESTION] if score > 0]
+    scores = [(score, i) for score, i in evidence.ranked(question) if score > 0]
+    # On a tie a record comes before the lines that group records by a value: they share
+    # its words, and would crowd it out.
+    scores.sort(key=lambda pair: (-pair[0], evidence.units[pair[1]].group))
+    ranked = [i for _, i in scores[:_NEAR_QUESTION]]
     if not ranked:
         return HELD
     facts = Facts.merge(evidence.facts[i] for i in _latest(evidence, sorted(ranked)))

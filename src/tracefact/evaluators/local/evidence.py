@@ -38,6 +38,8 @@ class Unit:
     state: str = ""
     """A record's state ("pending" in ``status: pending``), or the one a group line's records
     share (`_group`)."""
+    group: bool = False
+    """A line naming the records that share a value (`_group`), not a record itself."""
 
 
 def _label(path: Sequence[str]) -> str:
@@ -339,7 +341,9 @@ def units(contexts: Sequence[str]) -> list[Unit]:
     for index, text in enumerate(contexts):
         lines, record = readable(text)
         for line in lines:
-            group = (_GROUP.search(line) or _STATE_FIELD.search(line)) if record else None
-            state = group.group(1).strip().lower() if group else ""
-            found.append(Unit(line, index, record, record and line.endswith(_SUMMARY_END), state))
+            grouped = _GROUP.search(line) if record else None
+            stated = grouped or (_STATE_FIELD.search(line) if record else None)
+            state = stated.group(1).strip().lower() if stated else ""
+            summary = record and line.endswith(_SUMMARY_END)
+            found.append(Unit(line, index, record, summary, state, grouped is not None))
     return found
