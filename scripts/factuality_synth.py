@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from tracefact.evaluators._text import split_sentences  # noqa: E402
-from tracefact.evaluators.local.facts import OPPOSITES, ROLE_WORDS, names  # noqa: E402
+from tracefact.evaluators.local.facts import OPPOSITES, ROLE_WORDS, name_runs  # noqa: E402
 
 # ---------------------------------------------------------------- documents
 
@@ -97,7 +97,7 @@ def usable(sentence: str) -> bool:
 
 def spans(text: str) -> list[str]:
     """Capitalised spans of ``text`` that are names (not a capital that starts it)."""
-    wanted = set(names(text))
+    wanted = {word for run in name_runs(text) for word in run}
     found = []
     for match in _SPAN.finditer(text):
         span = match.group().strip()

@@ -167,6 +167,34 @@ def test_a_value_fused_from_another_passage_is_told_apart_from_one_swapped_in(
     assert fused.score < swapped.score
 
 
+MILLS = [
+    "Brackley Mill Trust and Ouseburn Heritage Group announced a joint restoration plan on "
+    "Monday. Under the plan, Brackley Mill, the older of the two sites, will reopen its "
+    "waterwheel to visitors in May. The shared archive will be kept at Ouseburn."
+]
+
+
+def test_a_name_written_in_full_where_its_passage_shortens_it_is_not_misplaced(
+    detector: LocalFactuality,
+) -> None:
+    question = "What will happen under the restoration plan?"
+    full = judge(
+        detector,
+        MILLS[0],
+        "Brackley Mill Trust, the older site, will reopen its waterwheel to visitors in May.",
+        question,
+    )
+    swapped = judge(
+        detector,
+        MILLS[0],
+        "Ouseburn Heritage Group, the older site, will reopen its waterwheel to visitors in May.",
+        question,
+    )
+    assert "name" not in checks(full)
+    assert "name" in checks(swapped)
+    assert full.score < swapped.score
+
+
 def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) -> None:
     result = judge(
         detector,
@@ -234,10 +262,10 @@ SUBSCRIPTIONS = json.dumps(
     {
         "count": 4,
         "results": [
-            {"id": "sub_1", "customer": "Harbrook Studios", "status": "paused"},
-            {"id": "sub_2", "customer": "Silverline Systems", "status": "cancelled"},
-            {"id": "sub_3", "customer": "Valemont Analytics", "status": "cancelled"},
-            {"id": "sub_4", "customer": "Duskfield Textiles", "status": "active"},
+            {"id": "SUB-1041", "customer": "Harbrook Studios", "status": "paused"},
+            {"id": "SUB-1042", "customer": "Silverline Systems", "status": "cancelled"},
+            {"id": "SUB-1043", "customer": "Valemont Analytics", "status": "cancelled"},
+            {"id": "SUB-1044", "customer": "Duskfield Textiles", "status": "active"},
         ],
     }
 )
@@ -254,6 +282,7 @@ ITEMS = json.dumps(
     [
         "Two of your 4 subscriptions are cancelled: Silverline Systems and Valemont Analytics.",
         "Duskfield Textiles is the only active one.",
+        "SUB-1042 and SUB-1043 are cancelled, so two of your four subscriptions.",
     ],
 )
 def test_records_listed_by_a_shared_state_are_read_together(
@@ -280,11 +309,12 @@ def test_a_state_flipped_or_invented_is_found(
     assert reason in [f["reason"] for f in result.raw["findings"]]
 
 
-def test_a_sum_over_nested_values_is_checked(detector: LocalFactuality) -> None:
-    right = judge(detector, ITEMS, "The two items come to 385.33 in total.")
-    wrong = judge(detector, ITEMS, "The two items come to 395.33 in total.")
-    assert "number" not in checks(right)
-    assert "number" in checks(wrong)
+@pytest.mark.parametrize("opening", ["The two items come to", "Together, the 2 items come to"])
+def test_a_sum_over_nested_values_is_checked(detector: LocalFactuality, opening: str) -> None:
+    right = judge(detector, ITEMS, f"{opening} 385.33.", "What do the items come to?")
+    wrong = judge(detector, ITEMS, f"{opening} 395.33.", "What do the items come to?")
+    assert right.raw["findings"] == []
+    assert [finding["check"] for finding in wrong.raw["findings"]] == ["number"]
 
 
 APPOINTMENTS = "clinic.list_appointments() ->\n" + json.dumps(

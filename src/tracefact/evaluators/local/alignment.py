@@ -33,6 +33,7 @@ FEATURES = (
     "missing_names",
     "missing_names_aligned",
     "fused_values",
+    "displaced_where_supported",
     "negation_added",
     "negation_dropped",
     "direction_flip",
@@ -212,7 +213,8 @@ def _sentence(
 ) -> SentenceSupport:
     plain = content(sentence)
     short = len({w for w in plain if w not in asked.words}) < _SHORT
-    sentence_facts = checks.extract(sentence, bare=short)
+    # Only a few words ("Brown.", "The Beatles") are all name, even at the start.
+    sentence_facts = checks.extract(sentence, bare=short and len(checks.tokens(sentence)) <= _BARE)
     words = plain + sorted(_code_words(sentence_facts))
     own = [w for w in words if w not in asked.words]
     # A short answer ("Warsaw.") is anchored where the question's words are too, and what
@@ -281,6 +283,9 @@ def _sentence(
         _count([f for f in nowhere if f.check == "name"]),
         _count([f for f in findings if f.check == "name"]),
         _count([f for f in misplaced if f.text in added]),
+        # A value swapped into a sentence its passage otherwise bears out is a surer sign
+        # than one in a sentence anchored loosely, where the anchor itself may be wrong.
+        coverage * _count([f for f in misplaced if f.text not in added]),
         float(negation is not None and claims.negations > best.negations),
         float(negation is not None and claims.negations < best.negations),
         float(direction is not None),
@@ -360,7 +365,11 @@ def _placed_near_question(evidence: Evidence, claim: checks.Claim, question: lis
     none with the contexts leaves nothing to place the value by. A record a later result
     replaced is no longer so (`_latest`).
     """
-    ranked = [i for score, i in evidence.ranked(question)[:_NEAR_QUESTION] if score > 0]
+    scores = [(score, i) for score, i in evidence.ranked(question) if score > 0]
+    # On a tie a record comes before the lines that group records by a value: they share
+    # its words, and would crowd it out.
+    scores.sort(key=lambda pair: (-pair[0], evidence.units[pair[1]].group))
+    ranked = [i for _, i in scores[:_NEAR_QUESTION]]
     if not ranked:
         return HELD
     facts = Facts.merge(evidence.facts[i] for i in _latest(evidence, sorted(ranked)))
@@ -385,12 +394,17 @@ def _placed_where_anchored(
     state, which displace nothing. A record's value is always displaced: the record has
     that field.
 
-    The claim's own word is left out of the lookup, so that a value taken from the wrong
-    sentence or record does not pull the anchor there. Counts and sums of a list
-    (`evidence._summary`) belong to every record of it; a sentence anchored nowhere is
-    checked against everything, so nothing of it is misplaced.
+    The claim's own word (and the rest of its name) is left out of the lookup, so that a
+    value taken from the wrong sentence or record does not pull the anchor there. A name
+    the anchor writes short is held where the sentence writes it in full (`facts.shortened`).
+    Counts and sums of a list (`evidence._summary`) belong to every record of it; a
+    sentence anchored nowhere is checked against everything, so nothing of it is
+    misplaced.
     """
     left_out = {claim.key, stem(claim.text)}
+    if claim.check == "name":  # the rest of its name ("Heritage Group") would pull too
+        run = next((run for run in said.runs if claim.text in run), ())
+        left_out |= {f"^{word}" for word in run} | {stem(word) for word in run}
     rest = [w for w in lookup if w not in left_out]
     ranked = evidence.ranked(rest, leaning)
     aligned = _anchor(evidence, rest, ranked)
@@ -406,6 +420,8 @@ def _placed_where_anchored(
     anchored = [*aligned, *summaries]
     facts = Facts.merge(evidence.facts[i] for i in anchored)
     if checks.holds(claim, facts, set(facts.words)):
+        return HELD
+    if claim.check == "name" and checks.shortened(claim.text, said, facts, evidence.all_facts):
         return HELD
     if evidence.units[best].record or checks.rivals(claim, evidence.facts[best], said):
         return DISPLACED
@@ -423,6 +439,7 @@ _SOCIAL = re.compile(
 
 
 _SHORT = 3
+_BARE = 5
 """Fewer content words of its own than this, and a sentence is anchored with the question."""
 _CLOSE = 0.5
 """Least share of a sentence's weight its best unit must cover before polarity and roles

@@ -38,6 +38,8 @@ class Unit:
     state: str = ""
     """A record's state ("pending" in ``status: pending``), or the one a group line's records
     share (`_group`)."""
+    group: bool = False
+    """A line naming the records that share a value (`_group`), not a record itself."""
 
 
 def _label(path: Sequence[str]) -> str:
@@ -211,6 +213,7 @@ def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
     flat = [dict(_flat(record, ())) for record in records]
     keys = list(dict.fromkeys(key for record in flat for key in record))
     naming = next((key for key in keys if _names_records(key, flat)), None)
+    ids = next((key for key in keys if _IDENTIFYING_KEY.search(key[-1])), None)
     totals = [f"{len(records)} in total"]
     groups = []
     for key in keys:
@@ -225,13 +228,20 @@ def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
             if (repeated or _STATE_KEY.search(key[-1])) and 1 < len(distinct) <= 5:
                 for value in distinct:
                     members = [record for record in flat if record.get(key) == value]
-                    names = [str(r[naming]) for r in members] if naming not in (None, key) else []
+                    names = [_called(r, ids, naming) for r in members] if naming != key else []
                     groups.append(
                         _group(label, _label(key), str(value), len(members), names, len(records))
                     )
         if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(key[-1]):
             totals.append(f"{_label(key)} sum: {sum(n for n in numbers if n is not None):.2f}")
     return [f"{label or 'records'}: " + "; ".join(totals) + _SUMMARY_END, *groups]
+
+
+def _called(
+    record: dict[tuple[str, ...], Any], ids: tuple[str, ...] | None, naming: tuple[str, ...] | None
+) -> str:
+    """How a group line names a record: its id and its name ("SUP-31810 Dashboard is down")."""
+    return " ".join(str(record[key]) for key in (ids, naming) if key is not None and key in record)
 
 
 def _group(label: str, key: str, value: str, count: int, names: list[str], total: int) -> str:
@@ -331,7 +341,9 @@ def units(contexts: Sequence[str]) -> list[Unit]:
     for index, text in enumerate(contexts):
         lines, record = readable(text)
         for line in lines:
-            group = (_GROUP.search(line) or _STATE_FIELD.search(line)) if record else None
-            state = group.group(1).strip().lower() if group else ""
-            found.append(Unit(line, index, record, record and line.endswith(_SUMMARY_END), state))
+            grouped = _GROUP.search(line) if record else None
+            stated = grouped or (_STATE_FIELD.search(line) if record else None)
+            state = stated.group(1).strip().lower() if stated else ""
+            summary = record and line.endswith(_SUMMARY_END)
+            found.append(Unit(line, index, record, summary, state, grouped is not None))
     return found

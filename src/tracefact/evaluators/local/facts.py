@@ -175,6 +175,8 @@ class Facts:
     """Versions, ids and codes: ``4.7.3``, ``RP-10472``, ``#58214``."""
     names: list[str] = field(default_factory=list)
     """Capitalised words that are not only sentence-initial, lower-cased."""
+    runs: list[tuple[str, ...]] = field(default_factory=list)
+    """The names as written together: ``("calder", "valley", "savings")``."""
     words: list[str] = field(default_factory=list)
     negations: int = 0
 
@@ -190,6 +192,7 @@ class Facts:
             merged.times |= item.times
             merged.codes |= item.codes
             merged.names += item.names
+            merged.runs += item.runs
             merged.words += item.words
             merged.negations += item.negations
         return merged
@@ -213,7 +216,7 @@ def _span_taken(taken: list[tuple[int, int]], start: int, end: int) -> bool:
 
 
 def extract(text: str, bare: bool = False) -> Facts:
-    """Reduce ``text`` to its `Facts`; a ``bare`` answer ("Paris") is all name (`names`)."""
+    """Reduce ``text`` to its `Facts`; a ``bare`` answer ("Paris") is all name (`name_runs`)."""
     facts = Facts()
     taken: list[tuple[int, int]] = []
     for match in _ISO_DATE.finditer(text):
@@ -285,21 +288,23 @@ def extract(text: str, bare: bool = False) -> Facts:
     masked = list(text)
     for start, end in taken:
         masked[start:end] = " " * (end - start)
-    facts.names = names("".join(masked), bare)
+    facts.runs = name_runs("".join(masked), bare)
+    facts.names = [word for run in facts.runs for word in run]
     return facts
 
 
-def names(text: str, bare: bool = False) -> list[str]:
-    """Capitalised words that carry a name, lower-cased.
+def name_runs(text: str, bare: bool = False) -> list[tuple[str, ...]]:
+    """Capitalised words that carry a name, lower-cased, in runs as written together.
 
-    Not a month or weekday (dates are checked as dates), not a number word, and not a
-    capital that only starts a sentence ("Hope this helps", "Devices on 2.x"): a
-    sentence-initial word counts only when the next word is capitalised too
-    ("Calder Valley") or it appears capitalised later in the same text.
+    "Calder Valley Savings" is one run. Not a month or weekday (dates are checked as
+    dates), not a number word, and not a capital that only starts a sentence ("Hope this
+    helps", "Devices on 2.x"): a sentence-initial word counts only when the next word is
+    capitalised too ("Calder Valley") or it appears capitalised later in the same text.
     """
-    found = []
+    runs: list[list[str]] = []
     matches = list(_NAME.finditer(text))
     inner = {m.group().lower() for m in matches if not _starts_sentence(text, m.start())}
+    last_end = -1
     for index, match in enumerate(matches):
         word = match.group()
         key = word.lower().replace("’", "'").removesuffix("'s").strip("'-")
@@ -314,8 +319,12 @@ def names(text: str, bare: bool = False) -> list[str]:
             joined = following is not None and text[match.end() : following.start()] == " "
             if not joined and word.lower() not in inner:
                 continue
-        found.append(key)
-    return found
+        if runs and text[last_end : match.start()] == " ":
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+        last_end = match.end()
+    return [tuple(run) for run in runs]
 
 
 def _starts_sentence(text: str, start: int) -> bool:
@@ -505,6 +514,25 @@ def rivals(claim: Claim, anchor: Facts, said: Facts) -> bool:
     if claim.check == "code":
         return bool(anchor.codes - said.codes)
     return True
+
+
+def shortened(name: str, said: Facts, anchor: Facts, evidence: Facts) -> bool:
+    """Whether the sentence writes in full a name that its anchor shortens.
+
+    "Calder Valley Savings, the smaller society" against "Calder Valley, the smaller of
+    the two", where another passage names "Calder Valley Savings": the anchor's name
+    begins the one the sentence writes, and that is a name of the contexts as written. A
+    swapped name ("Harlow Town" for "Harlow Rovers", "Westmoor Building Society" for
+    "Calder Valley Building Society") begins with no name of the anchor's own.
+    """
+    written = set(evidence.runs)
+    short = set(anchor.runs)
+    for run in said.runs:
+        if name not in run[1:] or run not in written:
+            continue
+        if any(run[:end] in short for end in range(1, run.index(name, 1) + 1)):
+            return True
+    return False
 
 
 def actor_swapped(answer: Facts, source: Facts) -> Finding | None:
