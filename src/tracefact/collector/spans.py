@@ -47,7 +47,13 @@ def value(any_value: AnyValue) -> Any:
 
 
 def attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
-    return {kv.key: value(kv.value) for kv in key_values}
+    """Every attribute decoded: a scalar read in place, one Python call less per value."""
+    decoded = {}
+    for kv in key_values:
+        any_value = kv.value
+        kind = any_value.WhichOneof("value")
+        decoded[kv.key] = getattr(any_value, kind) if kind in _SCALAR_KINDS else value(any_value)
+    return decoded
 
 
 class LazyAttributes(Mapping[str, Any]):
@@ -119,12 +125,13 @@ _SCALARS = {
     bytes: "bytes_value",
 }
 """The AnyValue field of each plain scalar type: set in place, no AnyValue built and copied."""
+_SCALAR_KINDS = frozenset(_SCALARS.values())
 
 
 def extend(repeated: RepeatedCompositeFieldContainer[KeyValue], values: Mapping[str, Any]) -> None:
     """Append `values` (None left out) to a repeated KeyValue field: all of them, or none.
 
-    Each KeyValue is added in place, a scalar set on it directly: building messages to
+    Each KeyValue is added in place, its value set on it directly: building messages to
     copy them in cost more than twice as much per attribute.
     """
     before = len(repeated)
@@ -132,15 +139,24 @@ def extend(repeated: RepeatedCompositeFieldContainer[KeyValue], values: Mapping[
         for key, python in values.items():
             if python is None:
                 continue
-            target = repeated.add(key=key).value
-            scalar = _SCALARS.get(type(python))
-            if scalar is None:
-                target.CopyFrom(any_value(python))
-            else:
-                setattr(target, scalar, python)
+            _set(repeated.add(key=key).value, python)
     except BaseException:  # a value that cannot be encoded: the field as it was
         del repeated[before:]
         raise
+
+
+def _set(target: AnyValue, python: Any) -> None:
+    """Make the empty `target` `any_value(python)` in place; plain scalars and lists directly."""
+    scalar = _SCALARS.get(type(python))
+    if scalar is not None:
+        setattr(target, scalar, python)
+    elif type(python) in (list, tuple):
+        array = target.array_value
+        array.SetInParent()  # an empty list is an empty array, not an unset value
+        for item in python:
+            _set(array.values.add(), item)
+    else:
+        target.CopyFrom(any_value(python))
 
 
 def record_of(
