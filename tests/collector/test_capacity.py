@@ -22,7 +22,7 @@ from tests.fakes.otlp import OTLPReceiver, otlp_receiver
 from tracefact import semconv
 from tracefact.collector.config import CollectorConfig
 from tracefact.collector.service import Collector
-from tracefact.collector.spans import key_values
+from tracefact.collector.spans import extend
 
 ROUNDS = 150
 PER_ROUND = 4
@@ -37,22 +37,24 @@ def upstream() -> Iterator[OTLPReceiver]:
 
 def llm_span(index: int, round_index: int, hallucinated: bool, **extra: str) -> Span:
     label = "hallucinated" if hallucinated else "factual"
-    return Span(
+    span = Span(
         trace_id=(0x30B << 64 | index).to_bytes(16, "big"),
         span_id=(index + 1).to_bytes(8, "big"),
         name="llm",
         start_time_unix_nano=1,
         end_time_unix_nano=2,
-        attributes=key_values(
-            {
-                semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM,
-                semconv.INPUT_VALUE: "What is the capital of France?",
-                semconv.CONTEXTS: ["Paris is the capital of France."],
-                semconv.OUTPUT_VALUE: f"round {round_index}: {label}",
-                **extra,
-            }
-        ),
     )
+    extend(
+        span.attributes,
+        {
+            semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_LLM,
+            semconv.INPUT_VALUE: "What is the capital of France?",
+            semconv.CONTEXTS: ["Paris is the capital of France."],
+            semconv.OUTPUT_VALUE: f"round {round_index}: {label}",
+            **extra,
+        },
+    )
+    return span
 
 
 def post(ports: dict[str, int], spans: list[Span]) -> None:

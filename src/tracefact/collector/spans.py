@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
@@ -22,6 +22,9 @@ from opentelemetry.proto.common.v1.common_pb2 import (
     KeyValueList,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from tracefact import semconv
 from tracefact._version import __version__
@@ -44,7 +47,13 @@ def value(any_value: AnyValue) -> Any:
 
 
 def attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
-    return {kv.key: value(kv.value) for kv in key_values}
+    """Every attribute decoded: a scalar read in place, one Python call less per value."""
+    decoded = {}
+    for kv in key_values:
+        any_value = kv.value
+        kind = any_value.WhichOneof("value")
+        decoded[kv.key] = getattr(any_value, kind) if kind in _SCALAR_KINDS else value(any_value)
+    return decoded
 
 
 class LazyAttributes(Mapping[str, Any]):
@@ -100,14 +109,54 @@ def any_value(python: Any) -> AnyValue:
     if isinstance(python, bytes):
         return AnyValue(bytes_value=python)
     if isinstance(python, Mapping):
-        return AnyValue(kvlist_value=KeyValueList(values=key_values(python)))
+        kvlist = AnyValue(kvlist_value=KeyValueList())
+        extend(kvlist.kvlist_value.values, python)
+        return kvlist
     if isinstance(python, Iterable):
         return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in python]))
     return AnyValue(string_value=str(python))
 
 
-def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=any_value(v)) for key, v in values.items() if v is not None]
+_SCALARS = {
+    str: "string_value",
+    bool: "bool_value",
+    int: "int_value",
+    float: "double_value",
+    bytes: "bytes_value",
+}
+"""The AnyValue field of each plain scalar type: set in place, no AnyValue built and copied."""
+_SCALAR_KINDS = frozenset(_SCALARS.values())
+
+
+def extend(repeated: RepeatedCompositeFieldContainer[KeyValue], values: Mapping[str, Any]) -> None:
+    """Append `values` (None left out) to a repeated KeyValue field: all of them, or none.
+
+    Each KeyValue is added in place, its value set on it directly: building messages to
+    copy them in cost more than twice as much per attribute.
+    """
+    before = len(repeated)
+    try:
+        for key, python in values.items():
+            if python is None:
+                continue
+            _set(repeated.add(key=key).value, python)
+    except BaseException:  # a value that cannot be encoded: the field as it was
+        del repeated[before:]
+        raise
+
+
+def _set(target: AnyValue, python: Any) -> None:
+    """Make the empty `target` `any_value(python)` in place; plain scalars and lists directly."""
+    scalar = _SCALARS.get(type(python))
+    if scalar is not None:
+        setattr(target, scalar, python)
+    elif type(python) in (list, tuple):
+        array = target.array_value
+        array.SetInParent()  # an empty list is an empty array, not an unset value
+        for item in python:
+            _set(array.values.add(), item)
+    else:
+        target.CopyFrom(any_value(python))
 
 
 def record_of(
@@ -144,20 +193,24 @@ def write(span: Span, verdict: Verdict) -> None:
     """Append the verdict's attributes (keys the span does not have) and events."""
     if verdict.attributes:
         add_attributes(span, verdict.attributes)
-    span.events.extend(
-        Span.Event(
-            time_unix_nano=event.time_unix_nano,
-            name=event.name,
-            attributes=key_values(event.attributes),
-        )
-        for event in verdict.events
-    )
+    _add_events(span, verdict)
+
+
+def _add_events(span: Span, verdict: Verdict) -> None:
+    before = len(span.events)
+    try:
+        for event in verdict.events:
+            added = span.events.add(time_unix_nano=event.time_unix_nano, name=event.name)
+            extend(added.attributes, event.attributes)
+    except BaseException:  # all of them or none, like the attributes
+        del span.events[before:]
+        raise
 
 
 def add_attributes(span: Span, added: Mapping[str, Any]) -> None:
     """Append attributes to a received span (keys it does not have)."""
     present = {kv.key for kv in span.attributes}
-    span.attributes.extend(key_values({k: v for k, v in added.items() if k not in present}))
+    extend(span.attributes, {k: v for k, v in added.items() if k not in present})
 
 
 _LOCAL = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | 0x01
@@ -171,7 +224,7 @@ def carrier(evaluated: Span, verdict: Verdict, now: int) -> Span:
     Its child in the same trace, with exactly one link to it; it lasts as long as the
     evaluation did.
     """
-    return Span(
+    span = Span(
         trace_id=evaluated.trace_id,
         span_id=os.urandom(SPAN_ID_BYTES),
         trace_state=evaluated.trace_state,
@@ -181,15 +234,6 @@ def carrier(evaluated: Span, verdict: Verdict, now: int) -> Span:
         kind=Span.SPAN_KIND_INTERNAL,
         start_time_unix_nano=verdict.started_unix_nano or now,
         end_time_unix_nano=now,
-        attributes=key_values(
-            {semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_EVALUATOR, **verdict.attributes}
-        ),
-        events=[
-            Span.Event(
-                time_unix_nano=e.time_unix_nano, name=e.name, attributes=key_values(e.attributes)
-            )
-            for e in verdict.events
-        ],
         links=[
             Span.Link(
                 trace_id=evaluated.trace_id,
@@ -199,6 +243,12 @@ def carrier(evaluated: Span, verdict: Verdict, now: int) -> Span:
             )
         ],
     )
+    extend(
+        span.attributes,
+        {semconv.OPENINFERENCE_SPAN_KIND: semconv.KIND_EVALUATOR, **verdict.attributes},
+    )
+    _add_events(span, verdict)
+    return span
 
 
 def single_request(

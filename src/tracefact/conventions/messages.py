@@ -11,8 +11,9 @@ parts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from tracefact import semconv
@@ -418,16 +419,39 @@ def conversation(
 
     Its question is filled in from another convention when its own has none.
     """
-    candidates = [read(attributes) for read in READERS]
-    candidates += [events(span_events), values(attributes)]
-    found = [c for c in candidates if c is not None]
-    if not found:
-        return None
+    found = _Found(attributes, span_events)
     chosen = next((c for c in found if c.answer_text() is not None), None)
     if chosen is None:  # no text: the one that says it asked for tools, else the first
-        chosen = next((c for c in found if c.answer_calls()), found[0])
+        chosen = next((c for c in found if c.answer_calls()), found.first())
+        if chosen is None:
+            return None
     if chosen.user_question() is None:
         chosen.question = next((q for c in found if (q := c.user_question())), None)
     if not chosen.prompt:
         chosen.prompt = next((c.prompt for c in found if c.prompt), [])
     return chosen
+
+
+class _Found:
+    """The conventions' conversations in `conversation`'s order, each read when first needed.
+
+    The usual span is answered by its first convention: the others are never read.
+    """
+
+    def __init__(self, attributes: Mapping[str, Any], span_events: Sequence[Event]) -> None:
+        reads: list[Callable[[], Conversation | None]] = [
+            partial(read, attributes) for read in READERS
+        ]
+        reads += [partial(events, span_events), partial(values, attributes)]
+        self._unread = iter(reads)
+        self._read: list[Conversation] = []
+
+    def __iter__(self) -> Iterator[Conversation]:
+        yield from self._read
+        for read in self._unread:
+            if (found := read()) is not None:
+                self._read.append(found)
+                yield found
+
+    def first(self) -> Conversation | None:
+        return next(iter(self), None)

@@ -55,7 +55,7 @@ class Evaluation:
         judging = asyncio.ensure_future(self._judge(job, deadline))
         try:
             timeout = deadline + self.grace_seconds - self.jobs.clock.now()
-            await asyncio.wait({judging}, timeout=timeout)
+            await _settled(judging, timeout)
         finally:  # past its time, or the loop stops: the job ends here either way
             if not judging.done():
                 judging.cancel()
@@ -93,3 +93,24 @@ class Evaluation:
             error = f"{type(exc).__name__}: {exc}"
         finally:  # nothing if `run` ended it first
             self.finish(job, verdict or unevaluated(semconv.STATUS_ERROR, job.decision.rate, error))
+
+
+async def _settled(task: asyncio.Future[None], timeout: float) -> None:
+    """Wait until `task` is done or `timeout` seconds passed: `asyncio.wait({task}, timeout)`.
+
+    Without `asyncio.wait`'s sets and counting: this runs once per evaluation.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(timeout, wake)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:  # done, timed out or cancelled: neither callback outlives the wait
+        timer.cancel()
+        task.remove_done_callback(wake)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -27,6 +30,8 @@ from tracefact.evaluators.base import (
     RateLimitError,
 )
 from tracefact.pipeline.verdict import Outcome
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ async def run_evaluator(
             return checked(result)
 
     try:
-        result = await asyncio.wait_for(attempts(), max(0.0, deadline - clock.now()))
+        result = await _within(attempts(), deadline - clock.now())
     except Exception as exc:
         if fallback is not None:  # retries ran out: keep the result the error carried
             return outcome(semconv.STATUS_OK, result=fallback)
@@ -145,3 +150,20 @@ async def run_evaluator(
         error = f"{type(exc).__name__}: {exc}"
         return outcome(semconv.STATUS_ERROR, error=error, spent_usd=getattr(exc, "cost_usd", None))
     return outcome(semconv.STATUS_OK, result=result)
+
+
+async def _within(coroutine: Coroutine[Any, Any, T], seconds: float) -> T:
+    """`asyncio.wait_for(coroutine, seconds)`, run in the calling task where Python can.
+
+    Python 3.11's `wait_for` runs the coroutine in a task of its own, with a future to
+    wait on: per evaluation, more of the loop's work than an instant evaluator's whole
+    run. `asyncio.timeout` (3.11+) cancels the calling task instead, and a deadline
+    already past still runs nothing, as with `wait_for`.
+    """
+    if sys.version_info < (3, 11):
+        return await asyncio.wait_for(coroutine, max(0.0, seconds))
+    if seconds <= 0:
+        coroutine.close()
+        raise asyncio.TimeoutError
+    async with asyncio.timeout(seconds):
+        return await coroutine

@@ -345,12 +345,17 @@ def cleaned(outcome: Outcome) -> Outcome:
         if isinstance(cascade, dict) and cascade.get(semconv.EVAL_FIELD_ESCALATION_ERROR):
             escalation = clean_text(str(cascade[semconv.EVAL_FIELD_ESCALATION_ERROR]))
             raw = {**raw, "cascade": {**cascade, semconv.EVAL_FIELD_ESCALATION_ERROR: escalation}}
-        result = result.model_copy(
-            update={
-                "explanation": clean_text(result.explanation),
-                "unsupported": [clean_text(text) for text in result.unsupported],
-                "raw": raw,
-            }
-        )
+        explanation = clean_text(result.explanation)
+        unsupported = [clean_text(text) for text in result.unsupported]
+        if (
+            explanation != result.explanation
+            or unsupported != result.unsupported
+            or raw is not result.raw
+        ):
+            result = result.model_copy(
+                update={"explanation": explanation, "unsupported": unsupported, "raw": raw}
+            )
     error = None if outcome.error is None else clean_text(outcome.error)
+    if result is outcome.result and error == outcome.error:  # the usual case: nothing to scrub
+        return outcome
     return replace(outcome, result=result, error=error)
