@@ -246,7 +246,7 @@ class LocalFactuality:
         else:
             explanation = (
                 f"All {len(judged)} answer sentence(s) supported by the contexts "
-                f"(worst sentence score {score:.2f} < {threshold:.2f})"
+                f"(worst sentence score {score:.3f} < {threshold:.3f})"
             )
         return EvalResult(
             name=self.name,
