@@ -439,8 +439,9 @@ _SOCIAL = re.compile(
 
 
 _SHORT = 3
-_BARE = 5
 """Fewer content words of its own than this, and a sentence is anchored with the question."""
+_BARE = 5
+"""Most words of a short answer that is read as all name ("The Beatles.")."""
 _CLOSE = 0.5
 """Least share of a sentence's weight its best unit must cover before polarity and roles
 are compared with that unit: below it the two may not be saying the same thing at all."""
