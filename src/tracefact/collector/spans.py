@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
-    ArrayValue,
     InstrumentationScope,
     KeyValue,
-    KeyValueList,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
 
@@ -96,27 +94,6 @@ def has_valid_ids(span: Span) -> bool:
     )
 
 
-def any_value(python: Any) -> AnyValue:
-    """A value tracefact writes (str, bool, int, float, bytes, a sequence or mapping of them)."""
-    if isinstance(python, str):
-        return AnyValue(string_value=python)
-    if isinstance(python, bool):
-        return AnyValue(bool_value=python)
-    if isinstance(python, int):
-        return AnyValue(int_value=python)
-    if isinstance(python, float):
-        return AnyValue(double_value=python)
-    if isinstance(python, bytes):
-        return AnyValue(bytes_value=python)
-    if isinstance(python, Mapping):
-        kvlist = AnyValue(kvlist_value=KeyValueList())
-        extend(kvlist.kvlist_value.values, python)
-        return kvlist
-    if isinstance(python, Iterable):
-        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in python]))
-    return AnyValue(string_value=str(python))
-
-
 _SCALARS = {
     str: "string_value",
     bool: "bool_value",
@@ -146,17 +123,25 @@ def extend(repeated: RepeatedCompositeFieldContainer[KeyValue], values: Mapping[
 
 
 def _set(target: AnyValue, python: Any) -> None:
-    """Make the empty `target` `any_value(python)` in place; plain scalars and lists directly."""
-    scalar = _SCALARS.get(type(python))
+    """Make the empty `target` hold `python`, in place.
+
+    A value tracefact writes: str, bool, int, float, bytes, a sequence or mapping of them;
+    anything else as its `str`. The exact scalar types are looked up first, the hot path.
+    """
+    scalar = _SCALARS.get(type(python)) or next(
+        (field for kind, field in _SCALARS.items() if isinstance(python, kind)), None
+    )
     if scalar is not None:
         setattr(target, scalar, python)
-    elif type(python) in (list, tuple):
-        array = target.array_value
-        array.SetInParent()  # an empty list is an empty array, not an unset value
+    elif isinstance(python, Mapping):
+        target.kvlist_value.SetInParent()  # an empty mapping is an empty list, not unset
+        extend(target.kvlist_value.values, python)
+    elif isinstance(python, Iterable):
+        target.array_value.SetInParent()  # an empty list is an empty array, not unset
         for item in python:
-            _set(array.values.add(), item)
+            _set(target.array_value.values.add(), item)
     else:
-        target.CopyFrom(any_value(python))
+        target.string_value = str(python)
 
 
 def record_of(
