@@ -10,15 +10,18 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision as SamplingDecision
+from opentelemetry.sdk.trace.sampling import Sampler, SamplingResult
 
 import tracefact
 from tests.conftest import reset_global_tracer_provider
 from tests.pipeline.helpers import ScriptedEvaluator
 from tests.sinks.helpers import closed_port_url
 from tracefact import semconv
+from tracefact.export import ExportProcessor
 
 
 class Metrics:
@@ -182,3 +185,28 @@ def test_pipeline_metrics_count_across_configures(metrics: Metrics) -> None:
         produce(count, llm=True)
         assert tracefact.force_flush(10_000)
     assert sum(metrics.by(semconv.METRIC_EVAL_SPANS, "status").values()) == 111
+
+
+class RecordOnly(Sampler):
+    """Records every span without sampling it (the SDK's RECORD_ONLY decision)."""
+
+    def should_sample(self, *args: object, **kwargs: object) -> SamplingResult:
+        return SamplingResult(SamplingDecision.RECORD_ONLY)
+
+    def get_description(self) -> str:
+        return "RecordOnly"
+
+
+def test_only_sampled_spans_are_exported() -> None:
+    exporter = InMemorySpanExporter()
+    stage = ExportProcessor(exporter)
+    recorded = TracerProvider(sampler=RecordOnly())
+    recorded.add_span_processor(stage)
+    sampled = TracerProvider()
+    sampled.add_span_processor(stage)
+    recorded.get_tracer("t").start_span("recorded only").end()
+    sampled.get_tracer("t").start_span("sampled").end()
+    stage.on_end(ReadableSpan(name="no context"))  # not the SDK's live span, no context
+    assert stage.force_flush()
+    assert [span.name for span in exporter.get_finished_spans()] == ["sampled"]
+    stage.shutdown()

@@ -32,6 +32,8 @@ from tracefact._retry import Attempt
 from tracefact.instrument.pending import finished
 from tracefact.pipeline.metrics import process_metrics
 
+_SAMPLED = TraceFlags.SAMPLED
+
 logger = logging.getLogger("tracefact")
 
 _DROP_REASONS: dict[str, str] = {
@@ -115,8 +117,12 @@ class ExportProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        if context is None or not context.trace_flags & TraceFlags.SAMPLED:
+        try:  # every span of the process comes here: the SDK's tuple read without properties
+            sampled = span._context[3] & _SAMPLED  # type: ignore[index]  # SpanContext.trace_flags
+        except (AttributeError, TypeError):  # not the SDK's span, or no context
+            context = span.context
+            sampled = context is not None and context.trace_flags & _SAMPLED
+        if not sampled:
             return
         refused = self._offer(span)
         if refused is not None:

@@ -156,7 +156,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         except AttributeError:
             attributes = plain_attributes(span)
         # Most spans carry none of the LLM role keys: one C-level check sends them on.
-        if attributes.keys().isdisjoint(LLM_ROLE_KEYS) or span_role(attributes) != "llm":
+        if LLM_ROLE_KEYS.isdisjoint(attributes) or span_role(attributes) != "llm":
             return
         span_id = span.context.span_id
         parent = span.parent  # `_nested_in` inlined: every LLM span passes here
@@ -197,7 +197,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         # Most spans carry none of the role keys, and a database's is no vector store's:
         # they go straight on, one call to the export stage.
         if (
-            attributes.keys().isdisjoint(_ROLE_KEYS_BUT_DB)
+            _ROLE_KEYS_BUT_DB.isdisjoint(attributes)
             and attributes.get(_DB_SYSTEM) not in _VECTOR_DBS
         ):
             if self._stored_traces:
