@@ -48,7 +48,7 @@ from tracefact.evaluators.local.alignment import Evidence, support  # noqa: E402
 from tracefact.evaluators.local.config import ModelConfig  # noqa: E402
 from tracefact.evaluators.local.inputs import HFTokenizer, ModelInput, model_inputs  # noqa: E402
 
-VERSION = "0.2.4"
+VERSION = "0.2.5"
 
 
 def base_model_dir(given: Path | None) -> Path:

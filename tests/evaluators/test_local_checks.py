@@ -345,6 +345,26 @@ APPOINTMENTS = "clinic.list_appointments() ->\n" + json.dumps(
         ]
     ]
 )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Hana Baptiste's check-up is at 11:25 on 15 April.",
+        "Hana Baptiste's check-up is on April 15, 2025 at 11:25.",
+    ],
+)
+def test_a_date_written_out_is_read_in_an_iso_timestamp(
+    detector: LocalFactuality, answer: str
+) -> None:
+    """A tool's ISO timestamp reads as the date the answer writes: no word of it is missing."""
+    result = judge(detector, APPOINTMENTS, answer, question="When is Hana's appointment?")
+    assert result.raw["findings"] == []
+    assert result.raw["features"]["missing_words_aligned"] == 0.0
+    wrong = judge(detector, APPOINTMENTS, answer.replace("15", "16"), "When is it?")
+    assert "date" in checks(wrong)
+
+
 _SUPPORT_OF = """
 import json, sys
 from tracefact.evaluators._text import split_sentences

@@ -5,11 +5,13 @@ whole document. Prose is cut into sentences. A context that is JSON (a tool's re
 a record, a list of records, nested objects with nulls) is flattened into one readable
 line per record, ``order id: 4821; status: shipped; tracking number: none``, with the
 path of nested keys spelled out, so that a value read from the wrong record or filled in
-where the tool returned null is a fact that the record's own line lacks.
+where the tool returned null is a fact that the record's own line lacks. An ISO date or
+timestamp, in any unit, is followed by the way answers write it (`_spoken`).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -335,12 +337,39 @@ def readable(text: str) -> tuple[list[str], bool]:
     return sentences, fields
 
 
+_ISO_DATE = re.compile(
+    r"\b(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w:-])"
+)
+_MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+
+
+def _spoken(match: re.Match[str]) -> str:
+    """An ISO date (and time), then the way answers write it.
+
+    "2025-03-04T14:50:00Z (4 March 2025, 14:50)": the model and the word checks then read
+    what an answer says ("14:50 on 4 March").
+    """
+    year, month, day, hour, minute = match.groups()
+    try:
+        datetime.date(int(year), int(month), int(day))
+    except ValueError:  # not a date ("2025-13-45")
+        return match.group()
+    said = f"{int(day)} {_MONTHS[int(month) - 1]} {year}"
+    if hour is not None:
+        said += f", {hour}:{minute}"
+    return f"{match.group()} ({said})"
+
+
 def units(contexts: Sequence[str]) -> list[Unit]:
     """Every context's evidence lines, in order."""
     found = []
     for index, text in enumerate(contexts):
         lines, record = readable(text)
         for line in lines:
+            line = _ISO_DATE.sub(_spoken, line)
             grouped = _GROUP.search(line) if record else None
             stated = grouped or (_STATE_FIELD.search(line) if record else None)
             state = stated.group(1).strip().lower() if stated else ""
