@@ -218,3 +218,35 @@ def test_one_connection_carries_requests_in_turn_and_a_body_waits_for_its_contin
         assert sock.recv(64) == b""
     key = (0xD01).to_bytes(16, "big")
     assert wait_until(lambda: any(s.trace_id == key for _, s in upstream.spans()))
+
+
+@pytest.mark.parametrize(
+    ("request_", "status", "reason"),
+    [
+        (b"NONSENSE\r\n\r\n", 400, semconv.REJECT_MALFORMED),
+        (b"POST /v1/traces HTTP/1.1\r\nno colon here\r\n\r\n", 400, semconv.REJECT_MALFORMED),
+        (
+            b"POST /v1/traces HTTP/1.1\r\n" + b"X-Filler: 1\r\n" * 101 + b"\r\n",
+            431,
+            semconv.REJECT_TOO_LARGE,
+        ),
+        (b"DELETE /v1/traces HTTP/1.1\r\nHost: collector\r\n\r\n", 501, semconv.REJECT_METHOD),
+        (
+            b"POST /v1/logs HTTP/1.1\r\nHost: collector\r\nContent-Length: 2\r\n\r\n{}",
+            404,
+            semconv.REJECT_PATH,
+        ),
+    ],
+    ids=["request-line", "header-line", "too-many-headers", "method", "path"],
+)
+def test_requests_that_are_not_otlp_exports_are_answered_and_counted(
+    served: tuple[CollectorProcess, OTLPReceiver], request_: bytes, status: int, reason: str
+) -> None:
+    """What an operator needs to see an exporter misconfigured: each refusal by its reason."""
+    collector, _ = served
+    before = rejected(collector, "http", reason)
+    with socket.create_connection(("127.0.0.1", port(collector)), timeout=10) as sock:
+        sock.sendall(request_)
+        assert _reply(sock)[0] == status
+    assert rejected(collector, "http", reason) == before + 1
+    assert serving(collector)

@@ -215,10 +215,12 @@ class _Door:
 class _Head(Exception):
     """A request head the receiver cannot read: answered, then the connection closed."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str = semconv.REJECT_MALFORMED) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason
+        """Its reason in `tracefact.collector.requests.rejected`."""
 
 
 class _Connection:
@@ -246,6 +248,7 @@ class _Connection:
                     if not await self._read_head():
                         return  # closed between requests
                 except _Head as exc:
+                    self.door.ingest.reject("http", exc.reason)
                     self.close = True
                     self._reply(exc.status, f"{exc.message}\n".encode(), "text/plain")
                 else:
@@ -262,6 +265,7 @@ class _Connection:
         elif self.method == "POST":
             await self.do_post()
         else:
+            self.door.ingest.reject("http", semconv.REJECT_METHOD)
             self.close = True
             self._reply(501, f"unsupported method {self.method}\n".encode(), "text/plain")
 
@@ -285,13 +289,14 @@ class _Connection:
                 raise
             return False
         except asyncio.LimitOverrunError:
-            raise _Head(431, f"request head over {HEAD_LIMIT} bytes") from None
+            too_long = f"request head over {HEAD_LIMIT} bytes"
+            raise _Head(431, too_long, semconv.REJECT_TOO_LARGE) from None
         lines = head[:-4].decode("latin-1").split("\r\n")
         parts = lines[0].split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise _Head(400, f"bad request line {lines[0][:100]!r}")
         if len(lines) > MAX_HEADERS + 1:
-            raise _Head(431, f"more than {MAX_HEADERS} headers")
+            raise _Head(431, f"more than {MAX_HEADERS} headers", semconv.REJECT_TOO_LARGE)
         self.method, target, version = parts
         self.path = target.split("?", 1)[0]
         headers: dict[str, str] = {}
@@ -326,6 +331,7 @@ class _Connection:
     async def do_post(self) -> None:
         ingest = self.door.ingest
         if self.path != TRACES_PATH:
+            ingest.reject("http", semconv.REJECT_PATH)  # an exporter pointed at the wrong path
             await self._discard_body()
             self._reply(404, b"not found: POST OTLP traces to /v1/traces\n", "text/plain")
             return
