@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracefact.evaluators._text import split_sentences
+from tracefact.evaluators.local.facts import MONTH_SPELLINGS
 
 _RECORD_FIELDS = 14
 """A record with more scalar fields than this is cut into lines of this many, each
@@ -341,9 +342,6 @@ _ISO_DATE = re.compile(
     r"\b(\d{4})-(\d{2})-(\d{2})"
     r"(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w:-])"
 )
-_MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
 
 
 def _spoken(match: re.Match[str]) -> str:
@@ -357,7 +355,7 @@ def _spoken(match: re.Match[str]) -> str:
         datetime.date(int(year), int(month), int(day))
     except ValueError:  # not a date ("2025-13-45")
         return match.group()
-    said = f"{int(day)} {_MONTHS[int(month) - 1]} {year}"
+    said = f"{int(day)} {MONTH_SPELLINGS[int(month) - 1][0].title()} {year}"
     if hour is not None:
         said += f", {hour}:{minute}"
     return f"{match.group()} ({said})"

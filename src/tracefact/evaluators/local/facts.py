@@ -32,19 +32,14 @@ _SCALES = {
     "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12,
 }  # fmt: skip
 _FRACTIONS = {"half": 0.5, "quarter": 0.25, "dozen": 12.0, "twice": 2.0, "double": 2.0}
-MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}  # fmt: skip
+MONTH_SPELLINGS = (
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+    ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+    ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+    ("december", "dec"),
+)  # fmt: skip
+"""Each month's spellings, in order, the full name first."""
+MONTHS = {name: number for number, names in enumerate(MONTH_SPELLINGS, start=1) for name in names}
 _NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS], key=len, reverse=True))
 _MONTH_WORD = "|".join(sorted(MONTHS, key=len, reverse=True))
 
