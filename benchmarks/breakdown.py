@@ -80,7 +80,12 @@ def app_thread(calls: int, rounds: int) -> None:
     processor = switch.downstream  # the evaluation processor
     ended: list[Any] = []
     end = switch.on_end
-    switch.on_end = lambda span: (ended.append(span), end(span))  # type: ignore[method-assign]
+
+    def keep(span: Any) -> None:
+        ended.append(span)
+        end(span)
+
+    switch.on_end = keep  # type: ignore[method-assign]
     traced()
     switch.on_end = end  # type: ignore[method-assign]
     by_part = _through(
@@ -216,7 +221,9 @@ def collector_threads(batches: int) -> None:
                         yappi.start(builtins=True)
                     process_cpu = bc._posted_cpu(ingest, upstream, bodies)
                     if profiled:
-                        names = {t.ident: t.name for t in threading.enumerate()}
+                        names = {
+                            t.ident: t.name for t in threading.enumerate() if t.ident is not None
+                        }
                         yappi.stop()
                     elif round_ == 2:
                         after = _threads_cpu()

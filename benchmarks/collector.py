@@ -321,7 +321,8 @@ def restamp(body: bytes, round_: int) -> bytes:
             for span in scope_spans.spans:
                 tail = int.from_bytes(span.trace_id[12:], "big") ^ round_
                 span.trace_id = span.trace_id[:12] + tail.to_bytes(4, "big")
-    return request.SerializeToString()
+    encoded: bytes = request.SerializeToString()
+    return encoded
 
 
 def send(url: str, kind: str, seconds: float, senders: int, seed: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ with a note.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -35,9 +36,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.collector.harness import CollectorProcess
 from tests.collector.queues import processes
 from tests.collector.queues.redis_server import RedisServer
-from tests.fakes.otlp import otlp_receiver
+from tests.fakes.otlp import OTLPReceiver, otlp_receiver
 from tracefact import semconv
 from tracefact.collector.memory import MemoryQueue
 from tracefact.collector.queue import QueueFull, RequestQueue
@@ -119,7 +121,7 @@ def backends(directory: Path) -> dict[str, Callable[[], RequestQueue]]:
     for fsync in ("always", "everysec"):
         server = RedisServer(binary, _mkdir(directory / f"redis-{fsync}"), appendfsync=fsync)
         SERVERS.append(server)
-        openers[f"redis (appendfsync {fsync})"] = lambda s=server: _started(s)
+        openers[f"redis (appendfsync {fsync})"] = functools.partial(_started, server)
     return openers
 
 
@@ -142,7 +144,7 @@ def evaluations_per_second(
     """`workers` worker processes on one stream; evaluated LLM spans per second."""
     server = RedisServer(binary, _mkdir(directory / f"redis-workers-{workers}"), "everysec")
     server.start()
-    started: list[processes.CollectorProcess] = []
+    started: list[CollectorProcess] = []
     try:
         with otlp_receiver() as upstream:
             settings = processes.config(
@@ -173,7 +175,7 @@ def evaluations_per_second(
         server.stop()
 
 
-def _evaluated(upstream: processes.OTLPReceiver) -> int:
+def _evaluated(upstream: OTLPReceiver) -> int:
     return sum(
         1
         for statuses in processes.llm_statuses(upstream).values()

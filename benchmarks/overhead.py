@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -63,8 +64,16 @@ def make_variants() -> tuple[dict[str, Call], dict[str, AsyncCall]]:
             span.set_attribute("output.value", result)
             return result
 
-    sync = {"undecorated": bare, "raw OTel span": raw, "@tracefact.llm": tracefact.llm(bare)}
-    async_ = {"undecorated": abare, "raw OTel span": araw, "@tracefact.llm": tracefact.llm(abare)}
+    sync: dict[str, Call] = {
+        "undecorated": bare,
+        "raw OTel span": raw,
+        "@tracefact.llm": tracefact.llm(bare),
+    }
+    async_: dict[str, AsyncCall] = {
+        "undecorated": abare,
+        "raw OTel span": araw,
+        "@tracefact.llm": tracefact.llm(abare),
+    }
     return sync, async_
 
 
@@ -84,6 +93,11 @@ async def time_async(func: AsyncCall, calls: int) -> float:
     for _ in range(calls):
         await func(QUESTION, CONTEXTS)
     return (time.perf_counter_ns() - start) / calls
+
+
+def run_async(loop: asyncio.AbstractEventLoop, func: AsyncCall, calls: int) -> float:
+    """`time_async` run to its end on `loop`: a fresh coroutine each time."""
+    return loop.run_until_complete(time_async(func, calls))
 
 
 def best_of(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
@@ -108,14 +122,11 @@ def main() -> None:
     )
     sync, async_ = make_variants()
     sync_ns = best_of(
-        {n: (lambda f=f: time_sync(f, args.calls)) for n, f in sync.items()}, args.repeats
+        {n: functools.partial(time_sync, f, args.calls) for n, f in sync.items()}, args.repeats
     )
     loop = asyncio.new_event_loop()
     async_ns = best_of(
-        {
-            n: (lambda f=f: loop.run_until_complete(time_async(f, args.calls)))
-            for n, f in async_.items()
-        },
+        {n: functools.partial(run_async, loop, f, args.calls) for n, f in async_.items()},
         args.repeats,
     )
     loop.close()

@@ -22,11 +22,12 @@ import gc
 import json
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.util.types import AttributeValue
 
 from tracefact import semconv
 from tracefact.evaluators.base import EvalCase, EvalResult, EvaluatorDescription
@@ -125,7 +126,7 @@ OPENINFERENCE_LLM = {
     "llm.input_messages.0.message.content": QUESTION,
     "llm.model_name": "gpt-4o-mini",
 }
-OPENINFERENCE_LLM_END = {
+OPENINFERENCE_LLM_END: dict[str, AttributeValue] = {
     semconv.OUTPUT_VALUE: json.dumps(
         {"id": "chatcmpl-1", "choices": [{"message": {"role": "assistant", "content": ANSWER}}]}
     ),
@@ -180,7 +181,7 @@ def percentiles(ns: list[int]) -> tuple[float, float]:
 
 
 def best_of(
-    setups: dict[str, Sampler | None], spans: int, rounds: int, emitter: Emit = emit
+    setups: Mapping[str, Sampler | None], spans: int, rounds: int, emitter: Emit = emit
 ) -> dict[str, tuple[float, float]]:
     """Each setup measured in ``rounds`` interleaved rounds.
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -96,8 +96,9 @@ def metric_counts(reader: InMemoryMetricReader, name: str, attribute: str) -> Co
     for resource in data.resource_metrics if data else ():
         for scope in resource.scope_metrics:
             for metric in (m for m in scope.metrics if m.name == name):
-                for point in metric.data.data_points:  # type: ignore[union-attr]
-                    counts[str(point.attributes.get(attribute))] += int(point.value)  # type: ignore[union-attr]
+                for point in metric.data.data_points:
+                    if isinstance(point, NumberDataPoint):  # a counter's
+                        counts[str((point.attributes or {}).get(attribute))] += int(point.value)
     return counts
 
 

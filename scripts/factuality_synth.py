@@ -1355,11 +1355,11 @@ def _render(records: list[ToolRecord], rng: random.Random, domain: str) -> str:
             else {"count": len(values), "results": values}
         )
         if rng.random() < 0.3 and len(values) == 1 and isinstance(body, dict):
-            first = dict(values[0])
-            nested_keys = [k for k in first if k != "status"][-3:]
+            record = dict(values[0])
+            nested_keys = [k for k in record if k != "status"][-3:]
             body = {
-                **{k: v for k, v in first.items() if k not in nested_keys},
-                "details": {k: first[k] for k in nested_keys},
+                **{k: v for k, v in record.items() if k not in nested_keys},
+                "details": {k: record[k] for k in nested_keys},
             }
         text = json.dumps(body, indent=2 if rng.random() < 0.5 else None)
     if rng.random() < 0.4:
