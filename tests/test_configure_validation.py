@@ -116,6 +116,55 @@ def test_a_sampler_that_raises_counts_as_not_sampled(spans: Spans, sampler: Samp
     assert sum(counts) == 2
 
 
+class FailsToSettle(Sampler):
+    """Samples every span, and raises when a decision comes back."""
+
+    def decide(self, span: SpanInfo) -> Decision:
+        return Decision(True, 1.0)
+
+    def settle(self, decision: Decision, usd: float | None) -> None:
+        raise RuntimeError("settle failed")
+
+
+@pytest.mark.parametrize("attach", ["span", "enrich"])
+def test_a_sampler_that_fails_to_settle_costs_no_span_and_no_exception(
+    spans: Spans, attach: str
+) -> None:
+    """`settle` runs on the application's thread too (as a span ends, or when it is refused)."""
+    reader = InMemoryMetricReader()
+    global_meter_provider(MeterProvider(metric_readers=[reader]))
+    spans.reconfigure(evaluators=[LexicalOverlap()], sampler=FailsToSettle(), attach=attach)
+
+    @tracefact.llm(name="nothing")  # read as it ends, on the app thread: skipped, settled
+    def nothing(question: str) -> None:
+        return None
+
+    @tracefact.llm(name="answer")
+    def answer(question: str, contexts: list[str]) -> str:
+        return "Paris is the capital of France."
+
+    assert nothing("q") is None
+    assert answer("capital?", ["Paris is the capital of France."]) == (
+        "Paris is the capital of France."
+    )
+    tracefact.force_flush()
+    assert spans.one("nothing").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SKIPPED
+    evaluated = [
+        s for s in spans.all() if s.attributes.get(semconv.eval_attribute("hallucination", "label"))
+    ]
+    assert evaluated, "the sampled span was evaluated"
+    data = reader.get_metrics_data()
+    counts = [
+        point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.METRIC_SAMPLER_ERRORS
+        for point in metric.data.data_points
+    ]
+    assert sum(counts) == 2
+
+
 def test_lone_surrogates_reach_a_real_otlp_receiver() -> None:
     with otlp_receiver() as receiver:
         tracefact.configure(

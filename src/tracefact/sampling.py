@@ -427,6 +427,18 @@ def safe_decide(sampler: Sampler, span: SpanInfo) -> Decision:
     return NOT_SAMPLED
 
 
+def safe_settle(sampler: Sampler, decision: Decision, usd: float | None) -> None:
+    """Hand a decision back to the sampler; its failure is counted and logged, never raised.
+
+    It runs where `decide` does (and on the evaluation loop): the same promise holds.
+    """
+    try:
+        sampler.settle(decision, usd)
+    except Exception as exc:
+        _sampler_errors().add(1, {"sampler": type(sampler).__name__})
+        logger.warning("tracefact: sampler %r failed to settle a decision: %r", sampler, exc)
+
+
 def _sampler_errors() -> metrics.Counter:
     # Through the global meter provider, looked up per error (errors are rare), so a
     # provider set after import is used.

@@ -19,7 +19,7 @@ from typing import Any
 
 from tracefact import semconv
 from tracefact.pipeline.verdict import SAMPLED_OUT, Verdict, refused
-from tracefact.sampling import Capacity, Decision, Sampler, SpanInfo, safe_decide
+from tracefact.sampling import Capacity, Decision, Sampler, SpanInfo, safe_decide, safe_settle
 
 
 class Admission:
@@ -55,11 +55,11 @@ class Admission:
                 self._in_flight += 1
         if admitted:
             return decision
-        self.sampler.settle(decision, None)  # a budget gets its reservation back
+        safe_settle(self.sampler, decision, None)  # a budget gets its reservation back
         return refused(semconv.REFUSED_FULL, decision.rate)
 
     def release(self, admitted: Decision, cost_usd: float | None = None) -> None:
         """Give an admitted span's place back, and its decision to the sampler with its cost."""
         with self._lock:
             self._in_flight -= 1
-        self.sampler.settle(admitted, cost_usd)
+        safe_settle(self.sampler, admitted, cost_usd)
