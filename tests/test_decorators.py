@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -113,6 +114,43 @@ def test_exception_propagates_unchanged_and_is_recorded(spans: Spans) -> None:
     assert span.status.status_code == StatusCode.ERROR
     assert "provider down" in (span.status.description or "")
     assert span.events[0].name == "exception"
+
+
+def test_an_exception_that_cannot_be_printed_still_fails_the_span(spans: Spans) -> None:
+    """The SDK's record_exception prints the exception itself: a hostile __str__ breaks it."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    @tracefact.llm(name="failing")
+    def failing(question: str) -> str:
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        failing("q")
+    span = spans.one("failing")
+    assert span.status.status_code == StatusCode.ERROR
+    assert "Unprintable" in (span.status.description or "")
+    [event] = span.events
+    assert event.name == "exception"
+    assert event.attributes is not None and "Unprintable" in str(event.attributes.values())
+    # No answer because the call failed, whatever capture was: not `capture_off`.
+    assert span.attributes["tracefact.eval.skip_reason"] == "no_answer"
+
+
+def test_callable_objects_and_partials_can_be_decorated(spans: Spans) -> None:
+    class Answerer:
+        def __call__(self, question: str) -> str:
+            return "an answer"
+
+    def respond(question: str, contexts: list[str]) -> str:
+        return "a reply"
+
+    assert tracefact.llm(Answerer())("q") == "an answer"
+    assert tracefact.llm(functools.partial(respond, contexts=["c"]))("q") == "a reply"
+    names = {s.name.rsplit(".", 1)[-1] for s in spans.all()}  # qualified by this test
+    assert names == {"Answerer", "respond"}
 
 
 def test_generator_output_joined_when_stream_ends(spans: Spans) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 from dataclasses import dataclass
@@ -226,3 +227,55 @@ def test_a_span_read_on_the_evaluation_loop_keeps_its_trace_documents_after_the_
     assert span.attributes[semconv.EVAL_STATUS] == "ok"
     assert span.attributes[semconv.CONTEXTS_SOURCE] == semconv.CONTEXT_SOURCE_RETRIEVAL
     assert span.attributes[semconv.CONTEXTS] == ("doc about cats", "dict doc", "object doc")
+
+
+def test_documents_past_the_span_attribute_limit_are_counted_not_recorded(spans: Spans) -> None:
+    """Past OTel's 128 attributes the SDK evicts the oldest: the span's kind must stay."""
+
+    @tracefact.retriever(name="many")
+    def many(query: str) -> list[dict[str, Any]]:
+        return [{"content": f"passage {i}", "id": f"d{i}", "score": 0.5} for i in range(60)]
+
+    @tracefact.chain(name="flow")
+    def flow() -> None:
+        many("q")
+        answer("q")
+
+    flow()
+    attributes = spans.one("many").attributes
+    assert attributes["openinference.span.kind"] == "RETRIEVER"
+    assert attributes["input.value"] == "q"
+    recorded = {k.split(".")[2] for k in attributes if k.startswith("retrieval.documents.")}
+    kept = len(recorded)
+    assert 30 <= kept < 60
+    assert attributes["retrieval.documents.0.document.content"] == "passage 0"  # the first kept
+    assert attributes[semconv.DOCUMENTS_OMITTED] == 60 - kept
+    contexts = spans.one("answer").attributes["tracefact.contexts"]
+    assert contexts[:kept] == tuple(f"passage {i}" for i in range(kept))
+
+
+def test_iterators_passed_to_or_returned_by_decorated_functions_are_left_unread(
+    spans: Spans,
+) -> None:
+    """Reading a generator would consume what the caller gets back, or never end."""
+
+    @tracefact.retriever(name="lazy")
+    def lazy(query: str) -> Any:
+        return (text for text in ["Paris is the capital of France."])
+
+    @tracefact.retriever(name="endless")
+    def endless(query: str) -> Any:
+        return itertools.count()
+
+    @tracefact.llm(name="counting")
+    def counting(question: str, contexts: Any) -> str:
+        return f"{len(list(contexts))} contexts"
+
+    assert list(lazy("q")) == ["Paris is the capital of France."]
+    assert next(endless("q")) == 0
+    assert counting("q", (text for text in ["a", "b"])) == "2 contexts"
+    for name in ("lazy", "endless"):
+        assert not any(k.startswith("retrieval.documents.") for k in spans.one(name).attributes)
+    counted = spans.one("counting").attributes
+    assert tuple(counted.get(semconv.CONTEXTS, ())) == ()
+    assert counted[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS

@@ -223,6 +223,26 @@ def test_exception_text_is_scrubbed_and_redacted(spans: Spans) -> None:
     assert semconv.EXCEPTION_MESSAGE in span.attributes[semconv.SCRUBBED]
 
 
+def test_a_model_name_or_document_id_holding_a_key_is_scrubbed(spans: Spans) -> None:
+    key = SECRET_VALUES["openai"]
+
+    @tracefact.retriever(name="search")
+    def search(query: str) -> list[dict[str, str]]:
+        return [{"content": "Paris is the capital.", "id": f"https://x.test/d?token={key}"}]
+
+    @tracefact.llm(name="fixed", model=key)
+    def fixed(question: str) -> str:
+        return "a"
+
+    search("q")
+    fixed("q")
+    with tracefact.span("recorded", kind="llm") as s:
+        s.record(input="q", output="a", model=key)
+    for name in ("search", "fixed", "recorded"):
+        assert all(key not in str(v) for v in spans.one(name).attributes.values()), name
+    assert spans.one("fixed").attributes[semconv.LLM_MODEL_NAME] == "[SCRUBBED]"
+
+
 def test_exception_text_is_withheld_when_capture_is_off(spans: Spans) -> None:
     spans.reconfigure(capture_content=False)
 

@@ -155,6 +155,9 @@ TRUNCATION_MARKER = "…[truncated {} chars]"
 """Ends a text tracefact cut to its limit (recorded content, tool results), with the
 number of characters cut."""
 CONTEXTS_COUNT = "tracefact.contexts.count"
+DOCUMENTS_OMITTED = "tracefact.retrieval.documents.omitted"
+"""Int, on a retriever span: how many of the documents it returned (the last ones) were
+not recorded, since the span's limit on attributes (128 by default) had no room for them."""
 CAPTURE_CONTENT = "tracefact.capture_content"
 """Boolean, set (to false) only on LLM spans recorded with capture_content=False: the
 texts to judge were never recorded, so the reader skips them with reason `capture_off`."""
@@ -168,6 +171,7 @@ an exported span."""
 SCRUBBED = "tracefact.scrubbed"
 """String array: the attribute paths where tracefact replaced a secret (e.g.
 `input.value.headers.Authorization`, `output.value`, `exception.message`)."""
+EXCEPTION_TYPE = "exception.type"
 EXCEPTION_MESSAGE = "exception.message"
 EXCEPTION_STACKTRACE = "exception.stacktrace"
 METRIC_SAMPLER_ERRORS = "tracefact.sampler.errors"

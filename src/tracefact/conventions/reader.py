@@ -107,7 +107,11 @@ def _read(
     answer = found.answer_text() if found is not None else None
     if answer is None:
         answer = mapping().get("answer")
-    if answer == REDACTED or (answer is None and _capture_off(attributes, found is None)):
+    # A call that raised left no answer whether capture was on or not: `no_answer`.
+    failed = any(name == semconv.EXCEPTION_EVENT for name, _ in events)
+    if answer == REDACTED or (
+        answer is None and not failed and _capture_off(attributes, found is None)
+    ):
         return Reading(None, skip_reason=semconv.SKIP_CAPTURE_OFF)
     if answer is None:
         if found is not None and found.answer_calls():

@@ -96,9 +96,10 @@ def _plan(
 ) -> _Plan:
     params = inspect.signature(func).parameters
     names = list(params)
+    name = name or _function_name(func)
     for override, what in ((input, "input"), (contexts, "contexts")):
         if override is not None and override not in params:
-            raise ValueError(f"{func.__qualname__} has no parameter {override!r} for {what}=")
+            raise ValueError(f"{name} has no parameter {override!r} for {what}=")
     input_name = input or next((n for n in _INPUT_NAMES if n in names), None)
     contexts_name = contexts or next((n for n in _CONTEXT_NAMES if n in names), None)
     if kind in ("retriever", "tool"):
@@ -114,7 +115,6 @@ def _plan(
         and n != "model"
         and params[n].kind not in (inspect.Parameter.VAR_POSITIONAL,)
     )
-    name = name or func.__qualname__
     return _Plan(
         name=name,
         kind=kind,
@@ -126,6 +126,16 @@ def _plan(
         model_parameter="model" in params,
         base=base_attributes(name, kind, model),
     )
+
+
+def _function_name(func: Callable[..., Any]) -> str:
+    """A function's qualified name; a callable object's or a partial's, that of what it calls."""
+    target = getattr(func, "func", func)  # functools.partial
+    for candidate in (target, type(target)):
+        name = getattr(candidate, "__qualname__", None)
+        if isinstance(name, str):
+            return name
+    return type(func).__name__
 
 
 def _begin(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder | None:

@@ -6,11 +6,14 @@ Remembering them per trace for later LLM spans is the processor's job
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tracefact.instrument.capture import to_text
+
+logger = logging.getLogger("tracefact")
 
 _CONTENT_KEYS = ("content", "text", "page_content")
 _ID_KEYS = ("id", "doc_id", "document_id")
@@ -25,12 +28,35 @@ class Document:
 
 
 def to_documents(result: Any) -> list[Document]:
-    """Whatever a retriever returned, as a list of documents (never raises)."""
+    """Whatever a retriever returned, as a list of documents (never raises).
+
+    An iterator or a generator gives none: reading it would consume what the caller
+    gets back (or wait forever on an endless one). Any collection (a list, a tuple, a
+    set, an array) is read.
+    """
     if result is None:
         return []
     if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
         return [to_document(result)]
+    if not isinstance(result, Collection):
+        _warn_not_read(type(result).__name__)
+        return []
     return [to_document(item) for item in result]
+
+
+_warned_not_read = False
+
+
+def _warn_not_read(kind: str) -> None:
+    """Say once per process why documents given as an iterator were not recorded."""
+    global _warned_not_read
+    if not _warned_not_read:
+        _warned_not_read = True
+        logger.warning(
+            "tracefact: documents or contexts given as %s are not recorded, since reading "
+            "them would consume them; pass a list",
+            kind,
+        )
 
 
 def to_document(item: Any) -> Document:

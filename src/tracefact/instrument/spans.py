@@ -29,6 +29,7 @@ from tracefact.instrument.capture import (
 )
 from tracefact.instrument.documents import to_documents
 from tracefact.instrument.pending import deferred
+from tracefact.scrubbing import clean_text
 
 logger = logging.getLogger("tracefact")
 
@@ -111,8 +112,7 @@ class SpanRecorder:
             if pending is not None and pending != waiting:
                 attributes[semconv.CONTENT_PENDING] = ",".join(pending)
             if model is not None:
-                attributes[semconv.LLM_MODEL_NAME] = model
-                attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+                attributes.update(_model_attributes(model))
             _write(self.span, attributes)
             if usage is not None:
                 self._record_usage(usage)
@@ -129,14 +129,15 @@ class SpanRecorder:
             options = capture_options()
             scrubbed = len(self._scrubbed)
             message, stacktrace = _exception_text(exc, options, self._scrubbed)
-            self.span.record_exception(
-                exc,
-                {
-                    semconv.EXCEPTION_MESSAGE: message,
-                    semconv.EXCEPTION_STACKTRACE: stacktrace,
-                },
-            )
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
+            texts = {semconv.EXCEPTION_MESSAGE: message, semconv.EXCEPTION_STACKTRACE: stacktrace}
+            try:
+                self.span.record_exception(exc, texts)
+            except Exception:  # the SDK prints the exception itself: a hostile __str__ fails
+                self.span.add_event(
+                    semconv.EXCEPTION_EVENT,
+                    {semconv.EXCEPTION_TYPE: type(exc).__qualname__, **texts},
+                )
             if len(self._scrubbed) > scrubbed:
                 self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
         except Exception:
@@ -162,15 +163,25 @@ class SpanRecorder:
         return content_attributes(output, False, self._scrubbed, self._pending)
 
     def _documents(self, result: Any) -> dict[str, Any]:
+        """The documents' attributes, as many as the span has room for, in their order.
+
+        Past the span's limit on attributes the SDK would evict the oldest ones, the
+        span's kind among them: the documents that do not fit are left out and counted.
+        """
         documents = to_documents(result)
         options = capture_options()
+        room = _room(self.span)
         attributes: dict[str, Any] = {}
         for i, doc in enumerate(documents):
+            fields = options.capture_content + (doc.id is not None) + (doc.score is not None)
+            if room is not None and len(attributes) + fields > room:
+                attributes[semconv.DOCUMENTS_OMITTED] = len(documents) - i
+                break
             if options.capture_content:
                 key = semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT)
                 attributes[key] = finish(doc.content, options, key, self._scrubbed)
-            if doc.id is not None:
-                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = doc.id
+            if doc.id is not None:  # an id may be a signed URL or carry a token
+                attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = clean_text(doc.id)
             if doc.score is not None:
                 attributes[semconv.retrieval_document(i, semconv.DOCUMENT_SCORE)] = doc.score
         return attributes
@@ -298,6 +309,20 @@ def _contents(contexts: Any) -> list[str]:
     return [doc.content for doc in to_documents(contexts)]
 
 
+_ROOM_KEPT = 4
+"""Attributes a span keeps room for besides its documents: the count of those left out,
+the scrubbed paths, the pending texts, a model name."""
+
+
+def _room(span: Span) -> int | None:
+    """How many more attributes the span holds before the SDK evicts its oldest; None: no limit."""
+    bounded = getattr(span, "_attributes", None)
+    maxlen = getattr(bounded, "maxlen", None)
+    if type(maxlen) is not int or bounded is None:
+        return None
+    return max(maxlen - len(bounded) - _ROOM_KEPT, 0)
+
+
 def _write(span: Span, attributes: dict[str, Any]) -> None:
     """Write attributes onto an open span; a single one through the cheaper `set_attribute`."""
     if len(attributes) == 1:
@@ -352,8 +377,7 @@ def base_attributes(name: str, kind: Kind, model: str | None) -> dict[str, Any]:
     if kind == "llm":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_CHAT
         if model is not None:
-            attributes[semconv.LLM_MODEL_NAME] = model
-            attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+            attributes.update(_model_attributes(model))
     elif kind == "retriever":
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.GEN_AI_OPERATION_RETRIEVAL
     elif kind == "tool":  # its output is evidence for later LLM spans of the trace
@@ -361,6 +385,12 @@ def base_attributes(name: str, kind: Kind, model: str | None) -> dict[str, Any]:
         attributes[semconv.GEN_AI_TOOL_NAME] = name
         attributes[semconv.TOOL_NAME] = name
     return attributes
+
+
+def _model_attributes(model: str) -> dict[str, str]:
+    """The model's name in both conventions, scrubbed: a key pasted in its place stays out."""
+    name = clean_text(model)
+    return {semconv.LLM_MODEL_NAME: name, semconv.GEN_AI_REQUEST_MODEL: name}
 
 
 _REMEMBERED: frozenset[Kind] = frozenset({"retriever", "tool"})
