@@ -267,6 +267,11 @@ def test_rerun_retries_errored_rows_by_default(server: FakeOpenAI, tmp_path: Pat
         ("deep.jsonl", b"[" * 100_000 + b"\n", "deep.jsonl:1: not a valid case: nested too deeply"),
         ("cut.jsonl.gz", gzip.compress(b'{"output": "x"}\n' * 50)[:-12], "truncated or corrupt"),
         ("bad.jsonl.gz", b"not gzip at all", "truncated or corrupt"),
+        (
+            "typed.jsonl",
+            b'{"input": "q", "contexts": "one text", "output": "a"}\n',
+            "typed.jsonl:1: not a valid case: contexts: Input should be a valid list",
+        ),
     ],
 )
 def test_unreadable_case_files_are_usage_errors(
@@ -277,6 +282,7 @@ def test_unreadable_case_files_are_usage_errors(
     assert main([*argv, "lexical"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_a_results_file_that_is_not_ours_is_a_usage_error(

@@ -310,7 +310,10 @@ def _add_monitor(commands: Any) -> None:
     )
     source = command.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--prometheus", metavar="URL", help="a /metrics endpoint, e.g. http://127.0.0.1:9464"
+        "--prometheus",
+        metavar="URL",
+        type=_metrics_url,
+        help="a /metrics endpoint, e.g. http://127.0.0.1:9464",
     )
     source.add_argument("--spans", type=Path, metavar="FILE", help="a spans file to follow")
     command.add_argument(
@@ -338,7 +341,7 @@ def _monitor_command(args: argparse.Namespace) -> int:
 
     source: sources.Source
     if args.prometheus:
-        source = sources.PrometheusSource(_metrics_url(args.prometheus))
+        source = sources.PrometheusSource(args.prometheus)
     else:
         group_by = tuple(args.group_by or ["model"])
         try:
@@ -359,7 +362,7 @@ def _monitor_command(args: argparse.Namespace) -> int:
 
 
 def _add_phoenix_arguments(command: Any) -> None:
-    command.add_argument("--phoenix", metavar="URL", help="Phoenix's base URL")
+    command.add_argument("--phoenix", metavar="URL", type=_http_url, help="Phoenix's base URL")
     command.add_argument(
         "--project", default="default", help="the Phoenix project (default: default)"
     )
@@ -402,7 +405,7 @@ def _review_command(args: argparse.Namespace) -> int:
 
     try:
         summary = export(args.file, args.out, _phoenix_target(args))
-    except (OSError, httpx.HTTPError) as exc:
+    except (OSError, ValueError, httpx.HTTPError) as exc:
         print(f"tracefact review: {_reason(exc)}", file=sys.stderr)
         return 2
     if summary.unreviewable or summary.capture_off:
@@ -478,22 +481,43 @@ def _labels_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics_url(url: str) -> str:
-    """``http://host:9464`` means its ``/metrics``."""
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host, else a usage error rather than a traceback at first use."""
+    import httpx
+
+    try:
+        url = httpx.URL(text)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text
+
+
+def _metrics_url(text: str) -> str:
+    """An http(s) URL; ``http://host:9464`` means its ``/metrics``."""
+    url = _http_url(text)
     if urlsplit(url).path.rstrip("/") == "":
         return url.rstrip("/") + "/metrics"
     return url
 
 
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
 from tracefact._imports import stop_litellm_worker
 from tracefact.errors import TracefactError
 from tracefact.evaluators.base import EvalCase, EvaluationError, Evaluator
@@ -171,7 +173,7 @@ def _read_records(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
             except RecursionError:
                 raise UsageError(f"{path}:{number}: not a valid case: nested too deeply") from None
             except ValueError as exc:  # JSON and pydantic validation errors alike
-                raise UsageError(f"{path}:{number}: not a valid case: {exc}") from exc
+                raise UsageError(f"{path}:{number}: not a valid case: {_one_line(exc)}") from exc
             gold = record.get("hallucinated")
             yield {
                 "id": str(record.get("id") or _case_id(case)),
@@ -180,6 +182,15 @@ def _read_records(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
                 "hallucinated": gold if isinstance(gold, bool) else None,
             }
             count += 1
+
+
+def _one_line(exc: ValueError) -> str:
+    """A validation error's first problem as `field: message`; any other error's text."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc)
 
 
 def _case_id(case: EvalCase) -> str:

@@ -110,6 +110,16 @@ def test_the_command_prints_one_line_and_exits_2(tmp_path: Path, text: str, mess
     assert len(lines) == 1 and message in lines[0], lines
 
 
+def test_a_file_that_is_not_text_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "tracefact.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    result = run(path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"tracefact collector: {path}: not a YAML file (not UTF-8 text)"
+    ]
+
+
 def test_a_missing_file_is_exit_2(tmp_path: Path) -> None:
     result = run(tmp_path / "absent.yaml")
     assert result.returncode == 2

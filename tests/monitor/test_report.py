@@ -330,3 +330,36 @@ def test_monitor_once_keeps_the_rate_at_80_columns(tmp_path: Path) -> None:
     header = next(line for line in done.stdout.splitlines() if "group" in line)
     assert "rate" in header.split() and "coverage" in header.split(), done.stdout
     assert "75.0%" in done.stdout, done.stdout
+
+
+def test_a_span_the_file_holds_twice_counts_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans = tmp_path / "spans.jsonl"
+    run_app(spans)
+    capsys.readouterr()
+    assert main(["report", str(spans)]) == 0
+    once = capsys.readouterr().out.splitlines()[0]
+    twice = tmp_path / "twice.jsonl"
+    twice.write_bytes(spans.read_bytes() * 2)  # an exporter that retried the whole file
+    assert main(["report", str(twice)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == once.replace(str(spans), str(twice))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["monitor", "--prometheus", "http://localhost:abc", "--once"], "not an http(s) URL"),
+        (["monitor", "--prometheus", "http://[::1", "--once"], "not an http(s) URL"),
+        (["report", "spans.jsonl", "--phoenix", "localhost:6006"], "not an http(s) URL"),
+        (["report", "spans.jsonl", "--worst", "abc"], "not a whole number: 'abc'"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(arguments)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

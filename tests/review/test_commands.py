@@ -175,3 +175,30 @@ def test_review_readies_phoenix_for_reviewers(tmp_path: Path, fake_phoenix: str)
     (config,) = FakePhoenix.configs
     assert config["name"] == "tracefact.review" and config["type"] == "CATEGORICAL"
     assert FakePhoenix.assigned == ["/v1/projects/default/annotation_configs/tracefact.review"]
+
+
+def test_review_leaves_its_out_file_alone_when_it_cannot_read_the_spans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, out = tmp_path / "spans.jsonl", tmp_path / "review.jsonl"
+    out.write_text("an earlier review\n", encoding="utf-8")
+    assert main(["review", str(tmp_path / "typo.jsonl"), "--out", str(out)]) == 2
+    assert "No such file" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "an earlier review\n"
+    run_traffic(spans, {"*": 1.0})
+    before = spans.read_bytes()
+    assert main(["review", str(spans), "--out", str(spans)]) == 2
+    assert "is the spans file itself" in capsys.readouterr().err
+    assert spans.read_bytes() == before
+
+
+def test_a_labels_file_that_is_not_text_is_reported_line_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans = tmp_path / "spans.jsonl"
+    run_traffic(spans, {"*": 1.0})
+    binary = tmp_path / "labels.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    assert main(["labels", str(spans), "--labels", str(binary)]) == 0
+    err = capsys.readouterr().err
+    assert f"{binary}:1:" in err and "Traceback" not in err

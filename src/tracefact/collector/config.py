@@ -440,6 +440,8 @@ def load(path: Path, environ: Mapping[str, str] | None = None) -> CollectorConfi
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a YAML file (not UTF-8 text)") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -110,7 +110,7 @@ class ReadSpans:
 
     judged: list[JudgedSpan]
     spans: int
-    """LLM and carrier spans read."""
+    """Spans read, each once: a span the file holds twice (an export retried) counts once."""
     waiting: int
     """LLM spans with no status and no carrier: not evaluated."""
 
@@ -119,16 +119,16 @@ def read_judged(reader: SpansFileReader) -> ReadSpans:
     """Every evaluated span of a finished file, a carrier's results laid over its span."""
     merger = JudgedSpans(remember=sys.maxsize)  # a file: every carrier finds its span
     latest: dict[SpanKey, JudgedSpan] = {}
-    count = 0
+    seen: set[SpanKey] = set()
     for item in reader.follow(final=True):  # only LLM and carrier spans are kept
-        count += 1
+        seen.add((item.span.trace_id, item.span.span_id))
         evaluated = merger.add(item)
         if evaluated is not None:
             latest[evaluated.key] = evaluated  # a carrier's merge replaces the timeout
     for evaluated in merger.pending():
         latest.setdefault(evaluated.key, evaluated)
     ordered = sorted(latest.values(), key=lambda e: e.time)
-    return ReadSpans(ordered, count, merger.waiting())
+    return ReadSpans(ordered, len(seen), merger.waiting())
 
 
 def _is_carrier(attributes: Mapping[str, Any]) -> bool:

@@ -32,9 +32,13 @@ def judged(spans_file: Path) -> list[JudgedSpan]:
 
 def export(spans_file: Path, out: Path, target: PhoenixTarget | None = None) -> Export:
     """Write the selected spans as JSONL to `out`; with `target`, ready Phoenix for review."""
+    if out.exists() and spans_file.exists() and out.samefile(spans_file):
+        raise ValueError(f"--out {out} is the spans file itself: write the review elsewhere")
     summary = Export()
+    # Read before `out` is opened: a spans file that cannot be read leaves it as it was.
+    records = list(review_records(judged(spans_file), summary))
     with out.open("w", encoding="utf-8") as lines:
-        for record in review_records(judged(spans_file), summary):
+        for record in records:
             lines.write(json.dumps(record, ensure_ascii=False) + "\n")
     if target is not None:
         with phoenix.client(target.endpoint, target.api_key) as http:

@@ -123,9 +123,12 @@ def _hex(text: str) -> bool:
 
 
 def read_labels(path: Path) -> tuple[list[Label], list[str]]:
-    """The labels of a JSONL file, and a line's reason for each line that is not one."""
+    """The labels of a JSONL file, and a line's reason for each line that is not one.
+
+    A line that is not UTF-8 is such a line, not a failure of the file.
+    """
     labels, errors = [], []
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
