@@ -343,6 +343,9 @@ REJECT_SHUTDOWN: Final = REFUSED_SHUTDOWN
 REJECT_UNAVAILABLE: Final = REFUSED_UNAVAILABLE
 REJECT_INTERNAL: Final = "internal"
 """An unexpected error answering the request (a bug): 500, logged with its traceback."""
+REJECT_TIMEOUT: Final = "timeout"
+"""An HTTP request whose body, or a reply the client did not read, took longer than
+`limits.request_timeout_seconds`: 408 (a body) or cut (a reply), and closed."""
 REJECT_CONNECTIONS: Final = "connections"
 """The HTTP receiver serves `limits.max_connections` already: 503 at once, and closed."""
 METRIC_COLLECTOR_UPSTREAM_RETRIES = "tracefact.collector.upstream.retries"

@@ -7,6 +7,7 @@ Black-box: raw sockets and httpx against the port, whichever server is behind it
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import socket
 import tracemalloc
@@ -249,4 +250,36 @@ def test_requests_that_are_not_otlp_exports_are_answered_and_counted(
         sock.sendall(request_)
         assert _reply(sock)[0] == status
     assert rejected(collector, "http", reason) == before + 1
+    assert serving(collector)
+
+
+def test_a_body_not_whole_within_the_deadline_is_a_counted_408(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    collector, _ = served
+    before = rejected(collector, "http", semconv.REJECT_TIMEOUT)
+    with socket.create_connection(("127.0.0.1", port(collector)), timeout=10) as sock:
+        sock.sendall(head(100) + b"only part of it")
+        reply = sock.recv(1024)
+    assert reply.startswith(b"HTTP/1.1 408 ")
+    assert wait_until(lambda: rejected(collector, "http", semconv.REJECT_TIMEOUT) == before + 1)
+    assert serving(collector)
+
+
+def test_a_client_that_does_not_read_its_replies_is_cut_at_the_deadline(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """Replies it leaves unread fill the socket: the connection may not wait on it forever."""
+    collector, _ = served
+    before = rejected(collector, "http", semconv.REJECT_TIMEOUT)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port(collector)))
+        sock.settimeout(10)
+        requests = b"GET /metrics HTTP/1.1\r\nHost: collector\r\n\r\n" * 2000
+        with contextlib.suppress(OSError):  # cut while sending: what the test waits for
+            sock.sendall(requests)
+        assert wait_until(
+            lambda: rejected(collector, "http", semconv.REJECT_TIMEOUT) >= before + 1, 15
+        )
     assert serving(collector)

@@ -96,6 +96,24 @@ def still_serving(collector: CollectorProcess, upstream: OTLPReceiver, trace_id:
         (b"plain", {"Content-Type": "text/plain", **AUTH}, 415, "unsupported content type"),
         (b"x", {**PROTOBUF, "Content-Encoding": "br"}, 415, "unsupported content encoding"),
         (b"\x1f\x8bnot gzip", {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "bad gzip"),
+        (
+            gzip.compress(valid_request(0x61)) + b"GARBAGE",
+            {**PROTOBUF, "Content-Encoding": "gzip"},
+            400,
+            "bad gzip",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": 1e999}]}]}]}',
+            {"Content-Type": "application/json", **AUTH},
+            400,
+            "bad OTLP/JSON",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": "\\ud800"}]}]}]}',
+            {"Content-Type": "application/json", **AUTH},
+            400,
+            "bad OTLP/JSON",
+        ),
         (b"\x00" * (MAX_BODY + 1), PROTOBUF, 413, "body over"),
         (
             gzip.compress(b"\x00" * (MAX_BODY * 8)),
@@ -114,6 +132,9 @@ def still_serving(collector: CollectorProcess, upstream: OTLPReceiver, trace_id:
         "wrong-content-type",
         "unknown-encoding",
         "bad-gzip",
+        "gzip-then-garbage",
+        "json-number-too-large",
+        "json-lone-surrogate-enum",
         "oversize",
         "gzip-bomb",
         "no-token",
@@ -133,6 +154,24 @@ def test_bad_requests_get_their_status_and_the_collector_keeps_serving(
     if status != 413 or "decompressed" in says:
         assert says in response.text
     still_serving(collector, upstream, 0xBAD0000 + status + len(body))
+
+
+def test_every_member_of_a_gzip_body_is_read(
+    served: tuple[CollectorProcess, OTLPReceiver],
+) -> None:
+    """RFC 1952 allows several members one after the other; the spans of each arrive."""
+    collector, upstream = served
+    first, second = valid_request(0x6A1), valid_request(0x6A2)
+    body = gzip.compress(first) + gzip.compress(second)
+    response = post(collector, body, {**PROTOBUF, "Content-Encoding": "gzip"})
+    assert response.status_code == 200
+
+    def trace_ids() -> set[int]:
+        return {int.from_bytes(s.trace_id, "big") for _, s in upstream.spans()}
+
+    from tests.collector.harness import wait_until
+
+    assert wait_until(lambda: {0x6A1, 0x6A2} <= trace_ids())
 
 
 def chunked_post(

@@ -403,3 +403,33 @@ def test_a_partial_success_counts_the_spans_the_upstream_dropped(tmp_path: Path)
             assert metric(text, "tracefact_collector_spans_forwarded_total") == 2
             [failed] = collector.events("upstream_failed")
             assert failed["reason"] == "rejected" and "too old" in failed["error"]
+
+
+def test_a_request_the_upstream_refuses_costs_no_other_clients_spans(tmp_path: Path) -> None:
+    """Requests of several clients travel in one upstream batch: a refusal is isolated."""
+    poison = 0x9000
+
+    def refuse(request: ExportTraceServiceRequest) -> bool:
+        trace_ids = {
+            int.from_bytes(s.trace_id, "big")
+            for r in request.resource_spans
+            for ss in r.scope_spans
+            for s in ss.spans
+        }
+        return poison in trace_ids
+
+    with otlp_receiver() as upstream:
+        upstream.refuse_if = refuse
+        config = base_config(upstream.endpoint)
+        config["evaluation"]["enabled"] = False
+        config["forwarding"]["delay_seconds"] = 1.0  # both requests wait in one batch
+        with running_collector(tmp_path / "c.yaml", config) as collector:
+            assert send(collector.http, "langchain-retriever-plain", 0x9001).status_code == 200
+            assert send(collector.http, "langchain-retriever-plain", poison).status_code == 200
+            assert wait_until(lambda: len(upstream.spans()) == 3)
+            text = httpx.get(f"{collector.http}/metrics").text
+            refused = metric(text, "tracefact_collector_upstream_failed", reason="rejected")
+            assert refused == 3  # the refused request's spans, counted
+        assert upstream.refused >= 2  # the batch, then the refused request alone
+    trace_ids = {int.from_bytes(s.trace_id, "big") for _, s in upstream.spans()}
+    assert trace_ids == {0x9001}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +22,8 @@ class OTLPReceiver:
     """Collects every ExportTraceServiceRequest it accepts.
 
     `fail_with` set to an HTTP status makes it refuse every request with it (a backend
-    that is down or overloaded); `refused` counts those refusals.
+    that is down or overloaded); `refused` counts those refusals. `refuse_if` refuses
+    (400) the requests it is true of, as a backend refuses one it cannot read.
     """
 
     def __init__(self) -> None:
@@ -30,6 +31,7 @@ class OTLPReceiver:
         self.headers: list[dict[str, str]] = []
         self.received = threading.Condition()
         self.fail_with: int | None = None
+        self.refuse_if: Callable[[ExportTraceServiceRequest], bool] | None = None
         self.refused = 0
         self.reply = ExportTraceServiceResponse()
         """What an accepted request gets back (set a partial success to test it)."""
@@ -80,7 +82,12 @@ def otlp_receiver(port: int = 0) -> Iterator[OTLPReceiver]:
                 receiver.refused += 1
                 self._reply(receiver.fail_with, b"scripted failure")
                 return
-            receiver.record(ExportTraceServiceRequest.FromString(body), dict(self.headers))
+            request = ExportTraceServiceRequest.FromString(body)
+            if receiver.refuse_if is not None and receiver.refuse_if(request):
+                receiver.refused += 1
+                self._reply(400, b"scripted refusal")
+                return
+            receiver.record(request, dict(self.headers))
             self._reply(200, receiver.reply.SerializeToString())
 
         def _reply(self, status: int, payload: bytes) -> None:

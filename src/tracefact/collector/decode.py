@@ -50,7 +50,11 @@ def media_type(content_type: str | None) -> str:
 
 
 def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
-    """The body as sent, gunzipped when it says gzip; never more than `max_bytes`."""
+    """The body as sent, gunzipped when it says gzip; never more than `max_bytes`.
+
+    A gzip body may hold several members one after the other (RFC 1952): they are all
+    read, as `gzip.decompress` reads them. Anything after the last one is a 400.
+    """
     encoding = (encoding or "identity").strip().lower()
     if encoding == "identity":
         return body
@@ -58,16 +62,25 @@ def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
         raise BadRequest(
             415, semconv.REJECT_CONTENT_TYPE, f"unsupported content encoding {encoding!r}"
         )
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        data = inflater.decompress(body, max_bytes + 1)
-    except zlib.error as exc:
-        raise BadRequest(400, semconv.REJECT_MALFORMED, f"bad gzip body: {exc}") from None
-    if len(data) > max_bytes:
-        raise BadRequest(413, semconv.REJECT_TOO_LARGE, f"decompressed body over {max_bytes} bytes")
-    if not inflater.eof:
-        raise BadRequest(400, semconv.REJECT_MALFORMED, "bad gzip body: truncated")
-    return data
+    members: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(rest, max_bytes + 1 - size)
+        except zlib.error as exc:
+            raise BadRequest(400, semconv.REJECT_MALFORMED, f"bad gzip body: {exc}") from None
+        size += len(data)
+        if size > max_bytes:
+            message = f"decompressed body over {max_bytes} bytes"
+            raise BadRequest(413, semconv.REJECT_TOO_LARGE, message)
+        if not inflater.eof:
+            raise BadRequest(400, semconv.REJECT_MALFORMED, "bad gzip body: truncated")
+        members.append(data)
+        rest = inflater.unused_data
+        if not rest:
+            return members[0] if len(members) == 1 else b"".join(members)
 
 
 def decode(body: bytes, media: str, limits: Limits | None = None) -> ExportTraceServiceRequest:
@@ -100,7 +113,14 @@ def decode(body: bytes, media: str, limits: Limits | None = None) -> ExportTrace
         return parsed
     except RecursionError:  # nested deeper than any OTLP document
         raise BadRequest(400, semconv.REJECT_MALFORMED, "bad OTLP/JSON: nested too deep") from None
-    except (ValueError, TypeError, AttributeError, json_format.ParseError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        AttributeError,
+        OverflowError,  # a number too large for its field ("kind": 1e999)
+        SystemError,  # protobuf's C parser on a lone surrogate in an enum's name
+        json_format.ParseError,
+    ) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadRequest(400, semconv.REJECT_MALFORMED, f"bad OTLP/JSON: {message}") from None
 

@@ -31,7 +31,7 @@ from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
 from tracefact._imports import import_extra
-from tracefact._retry import Attempt, Backoff, Retries
+from tracefact._retry import Attempt, Backoff, Retries, failed_attempt
 from tracefact.collector.config import Forwarding, Upstream
 from tracefact.collector.metrics import CollectorMetrics
 from tracefact.collector.upstream_http import HttpUpstream, accepted
@@ -157,6 +157,10 @@ class UpstreamSender(Transport[Parcel, bytes]):
             self._done(parcel)
 
     def lost(self, items: Sequence[Parcel], reason: Loss, error: str) -> None:
+        if reason == "failed" and len(items) > 1:
+            items = self._refused_alone(items)
+            if not items:
+                return
         shutdown = reason == "shutdown"
         upstream_reason = semconv.UPSTREAM_SHUTDOWN if shutdown else semconv.UPSTREAM_REJECTED
         self._lost(sum(p.spans for p in items), upstream_reason, error)
@@ -164,6 +168,24 @@ class UpstreamSender(Transport[Parcel, bytes]):
             if shutdown:
                 _cut(parcel)
             self._done(parcel)
+
+    def _refused_alone(self, items: Sequence[Parcel]) -> list[Parcel]:
+        """Each parcel of a refused batch sent alone, once; those refused again.
+
+        A batch joins requests of several clients: one that the upstream cannot take (a
+        span id of the wrong length, say) must not cost the others their spans.
+        """
+        refused = []
+        for parcel in items:
+            try:
+                attempt = self.client.export(parcel.payload, self.timeout)
+            except Exception as exc:
+                attempt = failed_attempt(exc)
+            if attempt.ok:
+                self.delivered([parcel], attempt)
+            else:
+                refused.append(parcel)
+        return refused
 
     def retrying(self, items: Sequence[Parcel], retries: int, error: str) -> None:
         self.metrics.retries.add(1, self.attributes)

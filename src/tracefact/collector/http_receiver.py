@@ -223,6 +223,12 @@ class _Head(Exception):
         """Its reason in `tracefact.collector.requests.rejected`."""
 
 
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 33\r\n\r\nrequest not whole before timeout\n"
+)
+
+
 class _Connection:
     """One connection's requests, one at a time (HTTP/1.1 keep-alive, no pipelining)."""
 
@@ -243,7 +249,8 @@ class _Connection:
         try:
             while not self.close:
                 timeout = self.door.timeout
-                self._deadline = loop.call_at(loop.time() + timeout, self._too_slow)
+                self.method = ""  # no request head read yet
+                self._deadline = loop.call_at(loop.time() + timeout, self._too_slow, False)
                 try:
                     if not await self._read_head():
                         return  # closed between requests
@@ -254,7 +261,11 @@ class _Connection:
                 else:
                     await self._respond()
                 self._whole()
+                # The reply must leave in time too: a client that does not read it holds
+                # its connection no longer than one too slow to send.
+                self._deadline = loop.call_at(loop.time() + timeout, self._too_slow, True)
                 await self.writer.drain()
+                self._whole()
         finally:
             self._whole()
 
@@ -275,10 +286,23 @@ class _Connection:
             self._deadline.cancel()
             self._deadline = None
 
-    def _too_slow(self) -> None:
-        """`request_timeout_seconds` passed before the request was whole: closed, unanswered."""
+    def _too_slow(self, replying: bool) -> None:
+        """`request_timeout_seconds` passed: the connection is closed.
+
+        Waiting for a request's head (an idle keep-alive connection, or a head never
+        finished) it is only closed. A request whose body did not arrive whole gets a 408
+        first, and a reply the client did not read is cut; both are counted (`timeout`).
+        """
         logger.debug("request past its deadline", extra={"event": "client_too_slow"})
-        self.writer.transport.abort()
+        if not (replying or self.method):
+            self.writer.transport.abort()
+            return
+        self.door.ingest.reject("http", semconv.REJECT_TIMEOUT)
+        if replying:
+            self.writer.transport.abort()
+            return
+        self.writer.write(_TIMED_OUT)
+        self.writer.transport.close()  # the 408 is sent before the connection closes
 
     async def _read_head(self) -> bool:
         """The next request's line and headers; False if the client closed instead."""
