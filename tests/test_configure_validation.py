@@ -9,7 +9,7 @@ import pytest
 from opentelemetry import metrics
 from opentelemetry.metrics import _internal as metrics_internal
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.util._once import Once
 
 import tracefact
@@ -80,6 +80,21 @@ def global_meter_provider(provider: MeterProvider | None) -> None:
         metrics.set_meter_provider(provider)
 
 
+def sampler_errors(reader: InMemoryMetricReader) -> float:
+    """`tracefact.sampler.errors` as the global meter provider's reader saw it."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    return sum(
+        point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == semconv.METRIC_SAMPLER_ERRORS
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint)
+    )
+
+
 class Exploding(Sampler):
     def decide(self, span: SpanInfo) -> Decision:
         raise KeyError("missing attribute")
@@ -104,16 +119,7 @@ def test_a_sampler_that_raises_counts_as_not_sampled(spans: Spans, sampler: Samp
     assert decorated("q", ["ctx"]) == "answer"
     assert spans.one("answer").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SAMPLED_OUT
     assert spans.one("decorated").attributes[semconv.EVAL_STATUS] == semconv.STATUS_SAMPLED_OUT
-    data = reader.get_metrics_data()
-    counts = [
-        point.value
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == semconv.METRIC_SAMPLER_ERRORS
-        for point in metric.data.data_points
-    ]
-    assert sum(counts) == 2
+    assert sampler_errors(reader) == 2
 
 
 class FailsToSettle(Sampler):
@@ -153,16 +159,7 @@ def test_a_sampler_that_fails_to_settle_costs_no_span_and_no_exception(
         s for s in spans.all() if s.attributes.get(semconv.eval_attribute("hallucination", "label"))
     ]
     assert evaluated, "the sampled span was evaluated"
-    data = reader.get_metrics_data()
-    counts = [
-        point.value
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == semconv.METRIC_SAMPLER_ERRORS
-        for point in metric.data.data_points
-    ]
-    assert sum(counts) == 2
+    assert sampler_errors(reader) == 2
 
 
 def test_lone_surrogates_reach_a_real_otlp_receiver() -> None:
