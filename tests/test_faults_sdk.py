@@ -39,10 +39,12 @@ class Fixed:
             result.explanation = None  # type: ignore[assignment]
         elif self.spoil == "nan-score":
             result.score = float("nan")
+        elif self.spoil == "nan-cost":  # one result's cost once failed a sink's whole batch
+            result.cost_usd = float("nan")
         return result
 
 
-@pytest.mark.parametrize("spoil", ["none-explanation", "nan-score"])
+@pytest.mark.parametrize("spoil", ["none-explanation", "nan-score", "nan-cost"])
 def test_one_evaluators_bad_result_never_costs_anothers_valid_one(spans: Spans, spoil: str) -> None:
     spans.reconfigure(evaluators=[Fixed("good"), Fixed("bad", spoil)])
 
@@ -59,7 +61,8 @@ def test_one_evaluators_bad_result_never_costs_anothers_valid_one(spans: Spans, 
     assert attributes["tracefact.eval.bad.status"] == semconv.STATUS_ERROR
     assert "tracefact.eval.bad.score" not in attributes
     error = str(attributes[semconv.EVAL_ERROR])
-    assert ("score NaN" if spoil == "nan-score" else "explanation") in error
+    expected = {"nan-score": "score NaN", "nan-cost": "cost_usd", "none-explanation": "explanation"}
+    assert expected[spoil] in error
 
 
 def test_a_cascades_escalation_error_is_scrubbed(spans: Spans) -> None:

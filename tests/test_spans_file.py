@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 import tracefact
 from tracefact.conventions import read_case
@@ -169,3 +172,59 @@ def test_lines_longer_than_a_block_are_read_whole(
     reader = SpansFileReader(path)
     assert [f.span.span_id for f in reader.follow(final=True)] == whole
     assert len(whole) == 10 and reader.bad_count == 0 and reader.lines == 5
+
+
+class _FailingMidLine:
+    """The file as a full disk leaves it: a write takes part of the line, then fails."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.closed = False
+
+    def write(self, data: memoryview) -> int:
+        self.file.write(data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    def fileno(self) -> int:
+        return int(self.file.fileno())
+
+
+def test_a_line_written_in_part_is_taken_back_out(tmp_path: Path) -> None:
+    """Else the next line is glued to it: that batch, reported exported, could not be read."""
+    path = tmp_path / "spans.jsonl"
+    exporter = SpanFileExporter(path)
+    spans = InMemorySpanExporter()
+    tracefact.configure(exporter=spans, evaluators=[])
+    for question in ("first", "lost", "after"):
+        answer(question)
+    assert tracefact.force_flush(10_000)
+    first, lost, after = (
+        [s for s in spans.get_finished_spans() if s.attributes.get("input.value") == q]
+        for q in ("first", "lost", "after")
+    )
+    assert exporter.export(first) is SpanExportResult.SUCCESS
+    real = exporter._file
+    exporter._file = _FailingMidLine(real)  # type: ignore[assignment]
+    assert exporter.export(lost) is SpanExportResult.FAILURE
+    exporter._file = real
+    assert exporter.export(after) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    reader = SpansFileReader(path)
+    read = reader.read(final=True)
+    assert reader.bad_count == 0
+    assert len(read) == len(first) + len(after)
+
+
+def test_a_lone_surrogate_in_a_span_name_costs_no_span_of_its_batch(tmp_path: Path) -> None:
+    """OTLP's encoders refuse it in a name, an event name or a status text: repaired."""
+    path = tmp_path / "spans.jsonl"
+    tracefact.configure(exporter=f"file:{path}", evaluators=[])
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("plain"):
+        pass
+    with tracer.start_as_current_span("odd \ud800 name") as span:
+        span.add_event("odd \udfff event")
+        span.set_status(Status(StatusCode.ERROR, "odd \ud800 status"))
+    assert tracefact.force_flush(10_000)
+    names = sorted(s.span.name for s in SpansFileReader(path).read(final=True))
+    assert names == ["odd ? name", "plain"]

@@ -109,6 +109,18 @@ def test_a_tool_that_raised_is_not_evidence(judged: Spans) -> None:
     assert attributes[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS
 
 
+def test_a_tool_that_returned_nothing_is_not_evidence(judged: Spans) -> None:
+    @tracefact.tool
+    def lookup(name: str) -> None:
+        return None
+
+    with tracefact.span("agent"):
+        lookup("Atlantis")
+        answer("How tall is the Eiffel Tower?")
+    attributes = judged.one("answer").attributes
+    assert attributes[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS
+
+
 def test_an_excluded_tool_is_not_evidence(judged: Spans) -> None:
     judged.reconfigure(evaluators=[LexicalOverlap()], exclude_tools=["echo"])
     with tracefact.span("agent"):

@@ -21,6 +21,9 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import Status
+
+from tracefact.scrubbing import valid_utf8
 
 _SUPPRESS_KEY = otel_context._SUPPRESS_INSTRUMENTATION_KEY
 
@@ -70,6 +73,34 @@ def reset_after_fork(reset: Callable[[], object]) -> None:
             bound()
 
     os.register_at_fork(after_in_child=after_in_child)
+
+
+def with_valid_text(span: ReadableSpan) -> ReadableSpan:
+    """The span with its name, event names, status text and attribute keys valid UTF-8.
+
+    OTLP's encoders refuse a lone surrogate there (attribute values they repair), and the
+    whole batch with it.
+    """
+    status = span.status
+    return ReadableSpan(
+        name=valid_utf8(span.name),
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=BoundedAttributes(
+            attributes={valid_utf8(k): v for k, v in (span.attributes or {}).items()},
+            immutable=True,
+        ),
+        events=[Event(valid_utf8(e.name), e.attributes, e.timestamp) for e in span.events],
+        links=span.links,
+        kind=span.kind,
+        status=Status(status.status_code, valid_utf8(status.description))
+        if status.description
+        else status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def copied(

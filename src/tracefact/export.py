@@ -28,6 +28,7 @@ from opentelemetry.trace import TraceFlags
 from tracefact import semconv
 from tracefact._batching import BatchOptions, BatchSender, Loss, Transport
 from tracefact._clock import SYSTEM, Clock
+from tracefact._otel import with_valid_text
 from tracefact._retry import Attempt
 from tracefact.instrument.pending import finished
 from tracefact.pipeline.metrics import process_metrics
@@ -61,7 +62,11 @@ class _Exports(Transport[ReadableSpan, Sequence[ReadableSpan]]):
 
     def send(self, request: Sequence[ReadableSpan], timeout: float | None) -> Attempt:
         try:
-            exported = self.exporter.export(request) == SpanExportResult.SUCCESS
+            try:
+                exported = self.exporter.export(request) == SpanExportResult.SUCCESS
+            except UnicodeEncodeError:  # a lone surrogate where the encoders refuse one
+                repaired = [with_valid_text(span) for span in request]
+                exported = self.exporter.export(repaired) == SpanExportResult.SUCCESS
         except Exception as exc:
             logger.exception("tracefact: exporter %s failed", type(self.exporter).__name__)
             return Attempt(False, error=f"{type(exc).__name__}: {exc}")

@@ -58,6 +58,7 @@ class SpanFileExporter(SpanExporter):
         with self._lock:
             if self._file.closed:
                 return SpanExportResult.FAILURE
+            start = self._end()
             try:
                 view = memoryview(line)
                 while view:  # a regular file takes it at once; a pipe may not
@@ -65,8 +66,25 @@ class SpanFileExporter(SpanExporter):
                     view = view[written or 0 :]
             except OSError:
                 logger.exception("tracefact: could not write spans to %s", self.path)
+                self._cut_back(start)
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
+
+    def _end(self) -> int | None:
+        """Where the next line starts; None where the file cannot seek (a pipe)."""
+        try:
+            return os.lseek(self._file.fileno(), 0, os.SEEK_END)
+        except OSError:
+            return None
+
+    def _cut_back(self, start: int | None) -> None:
+        """Take a line written in part back out: the next would be glued to it, unreadable."""
+        if start is None:
+            return
+        try:
+            os.ftruncate(self._file.fileno(), start)
+        except OSError:
+            logger.exception("tracefact: could not take a partial line out of %s", self.path)
 
     def shutdown(self) -> None:
         with self._lock:

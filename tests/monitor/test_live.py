@@ -213,3 +213,41 @@ def test_the_gauges_follow_the_latest_monitor_of_a_provider(endpoint: Prometheus
     assert not [k for k in samples if k[0] == "tracefact_monitor_rate"]
     # the counters are cumulative for the process: they keep what the old one counted
     assert series(samples, "tracefact_monitor_weight_total", route="/old") == 1
+
+
+def test_a_sinks_counts_reach_the_configured_prometheus_endpoint(spans: Spans) -> None:
+    """A sink made before configure() counts in configure's meter provider, not the global."""
+    from tracefact.sinks import PhoenixAnnotations
+
+    port = free_port()
+    dead = f"http://127.0.0.1:{free_port()}"
+    sink = PhoenixAnnotations(dead, max_retries=0, timeout_seconds=1.0)
+    spans.reconfigure(evaluators=[ScriptedEvaluator()], prometheus_port=port, sinks=[sink])
+    for _ in range(3):
+        answer("capital?", ["Paris is the capital of France."])
+    tracefact.force_flush(5_000)  # the sink's backend is down: its results are counted
+    samples = scraped(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+    failed = {"sink": "phoenix-annotations", "outcome": "failed"}
+    assert series(samples, "tracefact_sink_results_total", **failed) == 3
+
+
+class FailingFlush:
+    """A custom sink whose flush raises: the application's force_flush must not."""
+
+    name = "failing-flush"
+
+    def submit(self, evaluated: object) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        raise RuntimeError("flush failed")
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_sink_whose_flush_raises_costs_the_caller_nothing(spans: Spans) -> None:
+    spans.reconfigure(evaluators=[ScriptedEvaluator()], sinks=[FailingFlush()])
+    answer("capital?", ["Paris is the capital of France."])
+    assert tracefact.force_flush(5_000) is False
+    assert len(spans.exporter.get_finished_spans()) == 1

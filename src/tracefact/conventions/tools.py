@@ -66,6 +66,8 @@ def evidence_text(value: Any, *, error: bool = False) -> str | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return None
     if isinstance(value, str):
+        if value.strip() == "null":  # JSON's null: a tool that returned nothing
+            return None
         decoded = loads(value)  # None unless the text is JSON
         value = value if decoded is None else decoded
     if isinstance(value, (dict, list, tuple)):

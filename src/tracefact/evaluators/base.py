@@ -36,8 +36,9 @@ class EvalResult(BaseModel):
     explanation: str = ""
     unsupported: list[str] = Field(default_factory=list)
     evaluator: str = Field(description="which evaluator and version or model")
-    latency_ms: float = 0.0
-    cost_usd: float | None = None
+    # Finite and not negative: both go onto spans and into sinks' JSON payloads.
+    latency_ms: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    cost_usd: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     annotator_kind: Literal["LLM", "CODE"] = "CODE"
     raw: dict[str, Any] = Field(default_factory=dict)
 

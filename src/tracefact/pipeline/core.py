@@ -86,6 +86,11 @@ class Pipeline(Generic[S]):
         self._metrics = PipelineMetrics(
             lambda: self.admission.in_flight, meter_provider, lambda: reader.store.evictions
         )
+        if meter_provider is not None:  # sinks made before it count there too
+            for sink in sinks:
+                use = getattr(sink, "use_meter_provider", None)
+                if callable(use):
+                    use(meter_provider)
         self._delivery = Delivery(apply, self._metrics, sinks, observers, receipt)
         self._held = options.attach == "enrich"
         # On a busy machine a healthy loop can miss a tenth of a second; replacing it

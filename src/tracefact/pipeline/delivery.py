@@ -125,7 +125,11 @@ class Delivery(Generic[S]):
         """Flush every sink within what is left of the caller's deadline."""
         flushed = True
         for sink in self.sinks:
-            flushed = sink.force_flush(remaining_millis()) and flushed
+            try:
+                flushed = sink.force_flush(remaining_millis()) and flushed
+            except Exception:  # a sink's bug must not reach the caller, nor skip the others
+                logger.exception("tracefact: result sink %s failed to flush", sink.name)
+                flushed = False
         return flushed
 
     def shutdown_sinks(self) -> None:

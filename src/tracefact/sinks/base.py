@@ -50,7 +50,9 @@ class EvaluatedSpan:
 class ResultSink(Protocol):
     """Receives results from the pipeline's worker thread.
 
-    Follows a span processor's lifecycle (`force_flush`, `shutdown`).
+    Follows a span processor's lifecycle (`force_flush`, `shutdown`). A sink that counts
+    in OpenTelemetry metrics may also define `use_meter_provider(provider)`: the pipeline
+    hands it the meter provider it was given (`configure`'s, with `prometheus_port`).
     """
 
     name: str

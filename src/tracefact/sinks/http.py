@@ -124,6 +124,7 @@ class HTTPSink(ABC):
         self.timeout_seconds = timeout_seconds
         self.drain_seconds = drain_seconds
         self._metrics = SinkMetrics(self.name, meter_provider)
+        self._metrics_chosen = meter_provider is not None
         self._overflowing = threading.Event()  # warned about refusals once per overflow
         self._transport = _Requests(self)
         options = BatchOptions(
@@ -135,6 +136,11 @@ class HTTPSink(ABC):
         )
         name = f"tracefact-sink-{self.name}"
         self._sender = BatchSender(self._transport, options, name=name, clock=clock)
+
+    def use_meter_provider(self, meter_provider: MeterProvider) -> None:
+        """Count in the pipeline's meter provider (`configure`'s), unless given one here."""
+        if not self._metrics_chosen:
+            self._metrics = SinkMetrics(self.name, meter_provider)
 
     @abstractmethod
     def deliveries(
