@@ -327,3 +327,15 @@ def test_a_resumed_run_prices_every_result_as_the_first_did(
     assert main(argv) == 0  # nothing left to do
     [again] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cost:")]
     assert again == f"cost: $0.000000 this run, {first.removeprefix('cost: ')} for every result"
+
+
+def test_a_lone_surrogate_in_a_case_costs_no_line(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    records = [
+        {"id": "plain", "input": "q", "contexts": ["Zebras graze."], "output": "Zebras graze."},
+        {"id": "odd", "input": "q", "contexts": ["Zebras graze."], "output": "Bad \ud800 zebra."},
+    ]
+    cases.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "results.jsonl"
+    assert main(["eval", str(cases), "--out", str(out), "--evaluator", "lexical"]) == 0
+    assert {row["id"]: row["status"] for row in read(out)} == {"plain": "ok", "odd": "ok"}

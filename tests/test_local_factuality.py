@@ -154,6 +154,24 @@ async def test_an_oversized_case_is_refused_with_a_clear_error() -> None:
     assert (await detector.evaluate(case("Warsaw"))).label == "factual"
 
 
+async def test_a_huge_question_counts_toward_the_case_size() -> None:
+    """Else five megabytes of question would hold the model thread for seconds."""
+    detector = LocalFactuality(max_case_chars=1_000)
+    with pytest.raises(InvalidCaseError, match="question, answer and contexts"):
+        await detector.evaluate(case(FAITHFUL, question="word " * 1_000))
+    assert detector.stats["cases"] == 0
+
+
+async def test_a_lone_surrogate_costs_no_case_of_its_batch(detector: LocalFactuality) -> None:
+    """The tokenizer refuses one: the case's texts are made valid UTF-8 as it is made."""
+    odd = case("Marie Curie was born in \ud800 Warsaw in 1867.")
+    assert odd.output == "Marie Curie was born in ? Warsaw in 1867."
+    results = await asyncio.gather(
+        detector.evaluate(case(FAITHFUL)), detector.evaluate(odd), detector.evaluate(case(FAITHFUL))
+    )
+    assert [r.label for r in results] == ["factual", "factual", "factual"]
+
+
 async def test_no_context_is_an_invalid_case(detector: LocalFactuality) -> None:
     with pytest.raises(InvalidCaseError):
         await detector.evaluate(EvalCase(input=QUESTION, contexts=[], output=FAITHFUL))

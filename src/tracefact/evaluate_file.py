@@ -257,7 +257,8 @@ async def _evaluate_all(
 
     options.out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with options.out.open("a", encoding="utf-8") as out:
+        # A lone surrogate in a result's text is written as "?": one line stays whole.
+        with options.out.open("a", encoding="utf-8", errors="replace") as out:
             if _ends_torn(options.out):
                 out.write("\n")  # so the first new line is not glued to a torn one
             await asyncio.gather(*(worker(out) for _ in range(options.concurrency)))

@@ -77,6 +77,21 @@ async def test_a_malformed_reply_is_an_error_that_still_counts_its_cost() -> Non
     assert outcome.cost_usd == caught.value.cost_usd  # paid once: a bad reply is not retried
 
 
+async def test_a_reply_nested_too_deeply_is_a_bad_reply_that_still_counts_its_cost() -> None:
+    nested = '{"a":' * 3000 + "1" + "}" * 3000
+    judge = LLMJudge(model="gpt-4o-mini", mock_response=nested)
+    with pytest.raises(BadReplyError) as caught:
+        await judge.evaluate(EIFFEL)
+    assert caught.value.cost_usd is not None and caught.value.cost_usd > 0
+
+
+def test_describe_names_no_secret_option() -> None:
+    judge = LLMJudge(model="bedrock/claude", aws_secret_access_key="SECRET123", temperature=0)
+    settings = judge.describe().settings
+    assert "SECRET123" not in repr(settings)
+    assert settings["litellm_options"] == {"temperature": 0}
+
+
 async def test_reasoning_models_that_refuse_temperature_zero_still_work() -> None:
     judge = LLMJudge("gpt-5-mini", mock_response='{"verdict": "factual", "reasons": []}')
     assert (await judge.evaluate(EIFFEL)).label == "factual"

@@ -214,6 +214,8 @@ def _json_objects(text: str) -> Iterator[Any]:
                 value, _ = decoder.raw_decode(chunk, position)
             except json.JSONDecodeError:
                 pass
+            except RecursionError:  # nested deeper than any verdict: no object here
+                break
             else:
                 if isinstance(value, dict):
                     yield value

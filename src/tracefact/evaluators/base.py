@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracefact.errors import TracefactError
+from tracefact.scrubbing import valid_utf8
 
 Label = Literal["factual", "hallucinated"]
 FACTUAL: Label = "factual"
@@ -19,12 +20,27 @@ HALLUCINATED: Label = "hallucinated"
 
 
 class EvalCase(BaseModel):
-    """One answer to judge: the question, what it must be grounded in, and the answer."""
+    """One answer to judge: the question, what it must be grounded in, and the answer.
+
+    Its texts are made valid UTF-8 as it is made (a lone surrogate becomes "?"): every
+    evaluator encodes them (a tokenizer, a provider's JSON, a cache key), and one such
+    character must not fail them, nor the cases judged beside it.
+    """
 
     input: str = ""
     contexts: list[str] = Field(default_factory=list)
     output: str
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("input", "output")
+    @classmethod
+    def _valid_text(cls, text: str) -> str:
+        return valid_utf8(text)
+
+    @field_validator("contexts")
+    @classmethod
+    def _valid_texts(cls, texts: list[str]) -> list[str]:
+        return [valid_utf8(text) for text in texts]
 
 
 class EvalResult(BaseModel):

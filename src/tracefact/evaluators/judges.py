@@ -37,6 +37,7 @@ from tracefact.evaluators.base import (
     EvaluatorDescription,
     InvalidCaseError,
 )
+from tracefact.scrubbing import DEFAULT_SCRUBBER
 
 __all__ = ["ClaimJudge", "ContextVerdictJudge", "JudgeExample", "LLMJudge"]
 
@@ -130,7 +131,11 @@ class _Judge:
             report_once(error)
 
     def describe(self) -> EvaluatorDescription:
-        options = {k: v for k, v in self.litellm_kwargs.items() if k not in _SECRET_OPTIONS}
+        options = {
+            k: v
+            for k, v in self.litellm_kwargs.items()
+            if k not in _SECRET_OPTIONS and not DEFAULT_SCRUBBER.is_secret_name(k)
+        }
         return EvaluatorDescription(
             name=self.name,
             evaluator=self.kind,

@@ -75,7 +75,7 @@ class LocalFactuality:
     while the model is busy those arriving within ``max_wait_ms``, up to
     ``max_batch_cases``, run as one `evaluate_batch` in a worker thread. ``stats`` counts
     the batches, cases and model sequences (one run each) of this instance. Cases longer
-    than ``max_case_chars`` (answer plus contexts) are refused with `InvalidCaseError`
+    than ``max_case_chars`` (question, answer and contexts) are refused with `InvalidCaseError`
     rather than read for seconds.
     """
 
@@ -149,12 +149,12 @@ class LocalFactuality:
     def _check(self, case: EvalCase) -> None:
         if not any(context.strip() for context in case.contexts):
             raise InvalidCaseError("LocalFactuality needs at least one non-empty context")
-        size = len(case.output) + sum(len(context) for context in case.contexts)
+        size = len(case.input) + len(case.output) + sum(len(text) for text in case.contexts)
         if size > self.max_case_chars:
             # Every character is read (nothing is cut silently), so cost grows with size:
             # refuse clearly rather than hold a CPU for minutes.
             raise InvalidCaseError(
-                f"answer and contexts are {size:,} characters, over max_case_chars="
+                f"question, answer and contexts are {size:,} characters, over max_case_chars="
                 f"{self.max_case_chars:,}; raise the limit or pass fewer contexts"
             )
 
