@@ -154,6 +154,8 @@ against, each by its call id, else the tool's name."""
 TRUNCATION_MARKER = "…[truncated {} chars]"
 """Ends a text tracefact cut to its limit (recorded content, tool results), with the
 number of characters cut."""
+OPENINFERENCE_REDACTED = "__REDACTED__"
+"""What OpenInference records in place of a text it hides (`hide_inputs`, ...)."""
 CONTEXTS_COUNT = "tracefact.contexts.count"
 DOCUMENTS_OMITTED = "tracefact.retrieval.documents.omitted"
 """Int, on a retriever span: how many of the documents it returned (the last ones) were

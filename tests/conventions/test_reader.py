@@ -311,3 +311,83 @@ def test_a_recorded_openllmetry_legacy_span_reads_its_indexed_attributes(mode: s
 )
 def test_role_attributes_of_the_wrong_type_give_no_role(attributes: dict[str, object]) -> None:
     assert span_role(attributes) is None
+
+
+@pytest.mark.parametrize("operation", ["completion", "acompletion"])
+def test_litellms_own_operation_names_make_llm_spans(operation: str) -> None:
+    """The operation litellm's OpenTelemetry callback writes is its function's name."""
+    assert span_role({"gen_ai.operation.name": operation}) == "llm"
+    assert span_role({"llm.request.type": operation}) == "llm"
+
+
+def test_text_openinference_hid_is_neither_the_question_nor_evidence() -> None:
+    hidden = semconv.OPENINFERENCE_REDACTED
+    reading = read_case(
+        {
+            "openinference.span.kind": "LLM",
+            "input.value": hidden,
+            "llm.input_messages.0.message.role": "tool",
+            "llm.input_messages.0.message.content": hidden,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "Paris.",
+        }
+    )
+    assert reading.case is None and reading.skip_reason == semconv.SKIP_NO_CONTEXTS
+    reading = read_case(
+        {
+            "openinference.span.kind": "LLM",
+            "input.value": hidden,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "Paris.",
+            "tracefact.contexts": ["Paris is the capital of France."],
+        }
+    )
+    assert reading.case is not None and reading.case.input == ""
+
+
+def test_genai_messages_sent_structured_are_read_as_their_json_is() -> None:
+    """Over OTLP the semconv sends them as arrays and kvlists: decoded, tuples and dicts."""
+    from tracefact.conventions.otlp import attributes as otlp_attributes
+
+    def text(value: str) -> dict[str, Any]:
+        return {"stringValue": value}
+
+    def kvlist(**fields: Any) -> dict[str, Any]:
+        values = [{"key": key, "value": value} for key, value in fields.items()]
+        return {"kvlistValue": {"values": values}}
+
+    def array(*values: Any) -> dict[str, Any]:
+        return {"arrayValue": {"values": list(values)}}
+
+    def message(role: str, content: str) -> dict[str, Any]:
+        part = kvlist(type=text("text"), content=text(content))
+        return kvlist(role=text(role), parts=array(part))
+
+    attributes = otlp_attributes(
+        [
+            {"key": "gen_ai.operation.name", "value": text("chat")},
+            {"key": "gen_ai.input.messages", "value": array(message("user", "Capital?"))},
+            {"key": "gen_ai.output.messages", "value": array(message("assistant", "Paris."))},
+        ]
+    )
+    reading = read_case(attributes, retrieved=["Paris is the capital of France."])
+    assert reading.case is not None
+    assert (reading.case.input, reading.case.output) == ("Capital?", "Paris.")
+
+
+def test_a_tool_result_written_as_parts_is_evidence() -> None:
+    """A tool message's result as text parts, as litellm's OpenTelemetry callback writes it."""
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]},
+        {"role": "tool", "parts": [{"type": "text", "content": "Rain, 14C"}], "tool_call_id": "c1"},
+    ]
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": "Rain and 14C."}]}]
+    reading = read_case(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps(answer),
+        }
+    )
+    assert reading.case is not None and reading.case.contexts == ["Rain, 14C"]
+    assert reading.contexts_source == semconv.CONTEXT_SOURCE_TOOL

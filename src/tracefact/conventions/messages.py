@@ -172,10 +172,28 @@ def openinference(attributes: Mapping[str, Any]) -> Conversation | None:
 
 # --- OpenTelemetry GenAI (also current OpenLLMetry) -----------------------------------
 def _genai_messages(value: Any) -> list[Message]:
-    decoded = loads(value)
+    """Messages of a GenAI attribute: JSON text, or structured (OTLP's arrays and kvlists)."""
+    decoded = loads(value) if isinstance(value, str) else _as_json(value)
     if not isinstance(decoded, list):
         return []
     return [json_message(item) for item in decoded[:MAX_MESSAGES] if isinstance(item, dict)]
+
+
+_MAX_DEPTH = 32
+
+
+def _as_json(value: Any, depth: int = 0) -> Any:
+    """A structured value (OTLP's arrays and kvlists: tuples and dicts) as its JSON.
+
+    Lists where JSON has them, so one reader serves both forms.
+    """
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, (tuple, list)):
+        return [_as_json(item, depth + 1) for item in value[:MAX_MESSAGES]]
+    if isinstance(value, Mapping):
+        return {str(key): _as_json(item, depth + 1) for key, item in value.items()}
+    return value
 
 
 def json_message(item: Mapping[str, Any]) -> Message:
@@ -207,7 +225,8 @@ def json_message(item: Mapping[str, Any]) -> Message:
             results += _part_result(part)
     if role == _TOOL and not results:
         error = fields.get("status") == "error"
-        result = fields.get("content")
+        # Its content, or the text of its parts (litellm writes a tool's result as parts).
+        result = fields.get("content", text_of(content))
         results = _result(result, fields.get("tool_call_id"), fields.get("name"), error)
     return Message(role, text_of(content), tuple(c for c in calls if c is not None), results)
 

@@ -24,7 +24,7 @@ from tracefact.evaluators.base import EvalCase
 
 logger = logging.getLogger("tracefact")
 
-REDACTED = "__REDACTED__"
+REDACTED = semconv.OPENINFERENCE_REDACTED
 """What OpenInference writes in place of hidden content."""
 _QUESTION_VARIABLES = ("question", "query", "input", "user_input", "user_question")
 _CONTEXT_VARIABLES = ("context", "contexts", "documents", "docs", "sources", "retrieved")
@@ -128,6 +128,8 @@ def _read(
     question = (found.user_question() if found is not None else None) or mapping().get("question")
     if question is None:
         question = _first_variable(variables, _QUESTION_VARIABLES) or ""
+    if question == REDACTED:  # OpenInference's hidden input: no question, not that word
+        question = ""
 
     contexts, source = _explicit_contexts(attributes)
     if source is None and attributes.get(semconv.CONTEXTS_COUNT) is not None:

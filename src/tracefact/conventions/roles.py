@@ -14,8 +14,11 @@ from typing import Any, Literal
 from tracefact import semconv
 
 Role = Literal["llm", "retriever", "tool"]
-_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-_OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion"})
+# litellm's own OpenTelemetry callback writes its function's name ("acompletion").
+_LLM_OPERATIONS = frozenset(
+    {"chat", "text_completion", "generate_content", "completion", "acompletion"}
+)
+_OPENLLMETRY_LLM_TYPES = frozenset({"chat", "completion", "acompletion"})
 _DB_SYSTEM = semconv.DB_SYSTEM
 _VECTOR_DB_SYSTEMS = semconv.VECTOR_DB_SYSTEMS
 _RETRIEVAL_OPERATIONS = frozenset(

@@ -54,6 +54,10 @@ class ToolResult(NamedTuple):
         return self.call_id or self.name or "tool"
 
 
+_NOTHING = frozenset({"null", semconv.OPENINFERENCE_REDACTED})
+"""Tool results that say nothing: a tool that returned None, a result an instrumentor hid."""
+
+
 def evidence_text(value: Any, *, error: bool = False) -> str | None:
     """A tool's result as evidence text, or None when it is not evidence.
 
@@ -66,7 +70,7 @@ def evidence_text(value: Any, *, error: bool = False) -> str | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return None
     if isinstance(value, str):
-        if value.strip() == "null":  # JSON's null: a tool that returned nothing
+        if value.strip() in _NOTHING:  # JSON's null, or OpenInference's hidden content
             return None
         decoded = loads(value)  # None unless the text is JSON
         value = value if decoded is None else decoded
