@@ -8,7 +8,9 @@ entries it holds on a thread: only a dead, frozen or stalled holder's leases run
 A holder is stalled when it makes no progress: nothing acknowledged for `stall_seconds`.
 It then renews only the entries it took within that time, so the older ones run out
 and a healthy consumer takes them over (a collector whose acknowledgements fail, say,
-must not keep its claim on what it cannot finish).
+must not keep its claim on what it cannot finish). The holder itself never takes back
+what it still holds (`held`): a slow upstream or evaluator would have it evaluate and
+forward its own entries again, and count them toward `queue_max_deliveries`.
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ class Leases:
             if self._thread is None and self._held and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
+
+    def held(self) -> set[str]:
+        """The ids this process holds: a queue hands none of them out to it again."""
+        with self._lock:
+            return set(self._held)
 
     def release(self, entry_id: str) -> None:
         """The entry was acknowledged: progress."""

@@ -283,7 +283,12 @@ class RedisQueue:
             count=max_entries,
         )
         self._claim_cursor = cursor
-        messages = [(entry_id, fields) for entry_id, fields in messages if fields]
+        held = self._leases.held()  # this consumer's own, run out while it works on them
+        messages = [
+            (entry_id, fields)
+            for entry_id, fields in messages
+            if fields and _key(entry_id) not in held
+        ]
         if not messages:
             return []
         pipe = self._redis.pipeline(transaction=False)
@@ -330,7 +335,11 @@ class RedisQueue:
             logger.warning("redis queue %s reachable again", self.stream)
 
 
+def _key(entry_id: bytes | str) -> str:
+    return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+
+
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes], deliveries: int) -> Entry:
-    key = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    key = _key(entry_id)
     stored_ms = int(key.partition("-")[0])  # XADD's ids start with Redis's clock in ms
     return Entry.stored(key, fields.get(_PAYLOAD, b""), int(deliveries), stored_ms / 1000)

@@ -27,6 +27,7 @@ file that was opened; damage inside pages the queue never reads again is not fou
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -291,12 +292,14 @@ class SqliteQueue:
         if self._closed:
             return []
         now = time.time()  # wall clock: leases outlive this process
+        held = json.dumps(sorted(int(entry_id) for entry_id in self._leases.held()))
         with self._transaction():
             rows = self._db.execute(
                 "UPDATE entries SET deliveries = deliveries + 1, lease_until = ? WHERE id IN "
-                "(SELECT id FROM entries WHERE lease_until <= ? ORDER BY id LIMIT ?) "
+                "(SELECT id FROM entries WHERE lease_until <= ? "
+                "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?) "
                 "RETURNING id, deliveries, stored_at, payload",
-                (now + self._lease, now, max_entries),
+                (now + self._lease, now, held, max_entries),
             ).fetchall()
         return [
             Entry.stored(str(entry_id), payload, deliveries, stored_at)

@@ -20,6 +20,7 @@ from tests.collector.queues.processes import (
     LLM_SPAN,
     SPANS_PER_TRACE,
     arrivals,
+    assert_evaluated_once,
     counter,
     gauge,
     kill,
@@ -284,3 +285,33 @@ def test_a_request_every_consumer_died_with_goes_on_unevaluated(
         values = attributes(llm)
         assert values[semconv.EVAL_STATUS] == semconv.STATUS_ERROR
         assert values[semconv.EVAL_ERROR] == semconv.QUEUE_DELIVERIES_ERROR
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_slow_consumer_never_takes_its_own_entries_back(
+    tmp_path: Path,
+    upstream: OTLPReceiver,
+    request: pytest.FixtureRequest,
+    started: list[processes.CollectorProcess],
+    backend: str,
+) -> None:
+    """Past the stall time (three 1 s leases) it stops renewing, for others to take over.
+
+    Taking them back itself evaluated and forwarded every span again, counted toward
+    `queue_max_deliveries`.
+    """
+    keys = (
+        sqlite_keys(tmp_path)
+        if backend == "sqlite"
+        else redis_keys(request.getfixturevalue("redis_server"))
+    )
+    collector = start(
+        "collector", tmp_path / "c.yaml", processes.config(upstream.endpoint, 6, **keys)
+    )
+    started.append(collector)
+    send(collector, trace_requests(1, together=True))
+    assert wait_until(lambda: set(arrivals(upstream)) == sent_ids(range(1, 2)), timeout=30)
+    time.sleep(2)  # what a second delivery would have sent meanwhile
+    assert sorted(arrivals(upstream).values()) == [1] * SPANS_PER_TRACE
+    assert counter(collector, REDELIVERED) == 0
+    assert_evaluated_once(upstream, range(1, 2))
