@@ -223,12 +223,6 @@ class _Head(Exception):
         """Its reason in `tracefact.collector.requests.rejected`."""
 
 
-_TIMED_OUT = (
-    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-    b"Content-Length: 33\r\n\r\nrequest not whole before timeout\n"
-)
-
-
 class _Connection:
     """One connection's requests, one at a time (HTTP/1.1 keep-alive, no pipelining)."""
 
@@ -301,7 +295,8 @@ class _Connection:
         if replying:
             self.writer.transport.abort()
             return
-        self.writer.write(_TIMED_OUT)
+        self.close = True
+        self._reply(408, b"request not whole before timeout\n", "text/plain")
         self.writer.transport.close()  # the 408 is sent before the connection closes
 
     async def _read_head(self) -> bool:
