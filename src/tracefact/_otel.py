@@ -82,33 +82,31 @@ def with_valid_text(span: ReadableSpan) -> ReadableSpan:
     whole batch with it.
     """
     status = span.status
-    return ReadableSpan(
+    return copied(
+        span,
+        {valid_utf8(key): value for key, value in (span.attributes or {}).items()},
+        [Event(valid_utf8(e.name), e.attributes, e.timestamp) for e in span.events],
         name=valid_utf8(span.name),
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=BoundedAttributes(
-            attributes={valid_utf8(k): v for k, v in (span.attributes or {}).items()},
-            immutable=True,
-        ),
-        events=[Event(valid_utf8(e.name), e.attributes, e.timestamp) for e in span.events],
-        links=span.links,
-        kind=span.kind,
         status=Status(status.status_code, valid_utf8(status.description))
         if status.description
         else status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
     )
 
 
 def copied(
-    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] | None = None
+    span: ReadableSpan,
+    attributes: Mapping[str, Any],
+    events: Sequence[Event] | None = None,
+    *,
+    name: str | None = None,
+    status: Status | None = None,
 ) -> ReadableSpan:
-    """An ended span again, with these attributes (and events): SDK spans are immutable."""
+    """An ended span again, with these attributes (and events, name, status).
+
+    SDK spans are immutable.
+    """
     return ReadableSpan(
-        name=span.name,
+        name=span.name if name is None else name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
@@ -116,7 +114,7 @@ def copied(
         events=span.events if events is None else events,
         links=span.links,
         kind=span.kind,
-        status=span.status,
+        status=span.status if status is None else status,
         start_time=span.start_time,
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
