@@ -422,8 +422,7 @@ def safe_decide(sampler: Sampler, span: SpanInfo) -> Decision:
         error: BaseException = TypeError(f"decide() returned {type(decision).__name__}")
     except Exception as exc:
         error = exc
-    _sampler_errors().add(1, {"sampler": type(sampler).__name__})
-    logger.warning("tracefact: sampler %r failed, span not sampled: %r", sampler, error)
+    _failed(sampler, "span not sampled", error)
     return NOT_SAMPLED
 
 
@@ -435,8 +434,13 @@ def safe_settle(sampler: Sampler, decision: Decision, usd: float | None) -> None
     try:
         sampler.settle(decision, usd)
     except Exception as exc:
-        _sampler_errors().add(1, {"sampler": type(sampler).__name__})
-        logger.warning("tracefact: sampler %r failed to settle a decision: %r", sampler, exc)
+        _failed(sampler, "a decision not settled", exc)
+
+
+def _failed(sampler: Sampler, consequence: str, error: BaseException) -> None:
+    """A sampler's failure, counted in `tracefact.sampler.errors` and logged."""
+    _sampler_errors().add(1, {"sampler": type(sampler).__name__})
+    logger.warning("tracefact: sampler %r failed, %s: %r", sampler, consequence, error)
 
 
 def _sampler_errors() -> metrics.Counter:
