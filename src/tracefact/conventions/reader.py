@@ -108,9 +108,10 @@ def _read(
     if answer is None:
         answer = mapping().get("answer")
     # A call that raised left no answer whether capture was on or not: `no_answer`.
-    failed = any(name == semconv.EXCEPTION_EVENT for name, _ in events)
     if answer == REDACTED or (
-        answer is None and not failed and _capture_off(attributes, found is None)
+        answer is None
+        and not any(name == semconv.EXCEPTION_EVENT for name, _ in events)
+        and _capture_off(attributes, found is None)
     ):
         return Reading(None, skip_reason=semconv.SKIP_CAPTURE_OFF)
     if answer is None:
