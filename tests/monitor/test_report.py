@@ -291,14 +291,19 @@ def test_a_two_span_file_draws_no_empty_chart_and_whole_counts(
     assert "judged hallucinated" in worst and "judged factual" not in worst
 
 
+def printed_report(spans: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The lines `tracefact report SPANS` prints (it must succeed)."""
+    capsys.readouterr()
+    assert main(["report", str(spans)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
 def test_report_prints_the_headline_rates_and_html_is_optional(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spans = tmp_path / "spans.jsonl"
     run_app(spans)
-    capsys.readouterr()
-    assert main(["report", str(spans)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = printed_report(spans, capsys)
     assert lines[0].endswith("20 LLM spans, 20 judged")
     assert lines[1].startswith("  hallucination: 45.0% hallucinated (95%: ")
     assert any(line.startswith("    model=model-a: 30.0% hallucinated") for line in lines)
@@ -337,13 +342,10 @@ def test_a_span_the_file_holds_twice_counts_once(
 ) -> None:
     spans = tmp_path / "spans.jsonl"
     run_app(spans)
-    capsys.readouterr()
-    assert main(["report", str(spans)]) == 0
-    once = capsys.readouterr().out.splitlines()[0]
+    once = printed_report(spans, capsys)[0]
     twice = tmp_path / "twice.jsonl"
     twice.write_bytes(spans.read_bytes() * 2)  # an exporter that retried the whole file
-    assert main(["report", str(twice)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == once.replace(str(spans), str(twice))
+    assert printed_report(twice, capsys)[0] == once.replace(str(spans), str(twice))
 
 
 @pytest.mark.parametrize(
