@@ -40,6 +40,10 @@ MATCH = (
     "equalised just before half-time when Jordan Asante converted a penalty, and substitute "
     "Leo Hartigan scored twice in the last 15 minutes to seal the win."
 )
+FILMS = (
+    "The Glass Orchard is a 2004 drama directed by Marta Quell and starring Jonah Pike and Ada "
+    "Rusk. Nora Vale wrote Low Tide. Ivo Brandt starred in North Pier."
+)
 ORDERS = json.dumps(
     {
         "orders": [
@@ -70,6 +74,8 @@ FAITHFUL = [
     (LEASE, "The deposit, 4,800 pounds, is returned within ten days after the Term ends."),
     (NDA, "Confidentiality lasts three years from disclosure."),
     (MATCH, "Jordan Asante converted a penalty before half-time, and Leo Hartigan scored twice."),
+    (FILMS, "The Glass Orchard, directed by Marta Quell, stars Ada Rusk and Jonah Pike."),
+    (FILMS, "Low Tide is by Nora Vale."),
     (
         ORDERS,
         "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
@@ -92,8 +98,15 @@ WRONG = [
     ("name", LEASE, "The deposit is held by Brightwell Estates."),
     ("negation", SHIPPING, "Returns are not free within 30 days."),
     ("direction", SHIPPING, "Orders placed after 2 pm ship the same day."),
+    (
+        "direction",
+        "Varn is the capital and largest city of Oskel, and Tarra has its largest port.",
+        "Varn is the capital and smallest city of Oskel, and Tarra has its largest port.",
+    ),
     ("roles", NDA, "On request, the disclosing party must return all Confidential Information."),
     ("roles", MATCH, "Rovers equalised before half-time, when Leo Hartigan converted a penalty."),
+    ("roles", FILMS, "The Glass Orchard was directed by Jonah Pike and stars Marta Quell."),
+    ("roles", FILMS, "Nora Vale starred in Low Tide."),
     ("number", ORDERS, "Order 4821 has shipped and its total is 54.00."),
     ("code", ORDERS, "Order 4821 has shipped; its tracking number is 1Z99A."),
 ]  # fmt: skip
@@ -204,6 +217,13 @@ def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) 
     )
     assert result.raw["sentence_scores"][0] == 0.0 and result.raw["sentence_scores"][2] == 0.0
     assert result.label == "factual"
+    chat = judge(
+        detector,
+        SHIPPING,
+        "I've checked. Returns are free within 30 days. Happy to dig further.",
+        question="Are returns free?",
+    )
+    assert chat.raw["sentence_scores"][0] == 0.0 and chat.raw["sentence_scores"][2] == 0.0
 
 
 def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactuality) -> None:

@@ -22,7 +22,7 @@ from difflib import SequenceMatcher
 from tracefact.evaluators._text import STOPWORDS, split_sentences
 from tracefact.evaluators.local import facts as checks
 from tracefact.evaluators.local.evidence import Unit, units
-from tracefact.evaluators.local.facts import Facts, Finding
+from tracefact.evaluators.local.facts import Facts, Finding, stem
 
 FEATURES = (
     "model_logit",
@@ -54,17 +54,6 @@ _QUESTION_WORDS = 24
 _LEANING_WEIGHT = 0.25
 
 
-def stem(word: str) -> str:
-    """A crude stem, enough to match "prizes" / "prize", "opened" / "opens"."""
-    word = word.replace("’", "'").removesuffix("'s")
-    if len(word) > 5 and word.endswith("ies"):
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s", "ly"):
-        if len(word) - len(suffix) >= 4 and word.endswith(suffix) and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
-
-
 def content(text: str) -> list[str]:
     """Stemmed content words of ``text``: no stopwords, no numbers (checked as values)."""
     return [
@@ -89,6 +78,9 @@ class Evidence:
     states: frozenset[str]
     """The states of the evidence's records ("shipped", "on time"; `Unit.state`): a state
     a sentence reports is a claim, checked where the sentence is anchored."""
+    deeds: frozenset[str]
+    """The words written next to a name anywhere in the evidence (`facts.deeds`): the
+    relations a sentence could borrow from another passage (`facts.relation_changed`)."""
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Evidence:
@@ -103,7 +95,10 @@ class Evidence:
         idf = {w: math.log(1.0 + count / n) for w, n in frequency.items()}
         merged = Facts.merge(facts)
         states = frozenset(unit.state for unit in found if unit.state)
-        return cls(found, words, facts, idf, set().union(*words), set(merged.words), merged, states)
+        deeds = frozenset(deed.split()[0] for item in facts for _, deed in checks.deeds(item))
+        return cls(
+            found, words, facts, idf, set().union(*words), set(merged.words), merged, states, deeds
+        )
 
     def weight(self, word: str) -> float:
         return self.idf.get(word, math.log(2.0 + len(self.units)))
@@ -266,7 +261,11 @@ def _sentence(
     if coverage >= _CLOSE:
         parties += [f for f in [checks.roles_swapped(claims.words, best.words)] if f]
         if prose:
-            parties += [f for f in [checks.actor_swapped(sentence_facts, best)] if f]
+            deeds = (
+                checks.actor_swapped(sentence_facts, best),
+                checks.relation_changed(sentence_facts, best, evidence.deeds),
+            )
+            parties += [f for f in deeds if f]
     negation = checks.polarity_flip(claims, best) if coverage >= _CLOSE and prose else None
     direction = checks.direction_flip(claims, anchor) if coverage >= _NEAR else None
     flips = [flip for flip in (negation, direction) if flip is not None]
@@ -297,7 +296,7 @@ def _sentence(
         coverage,
         copy_share,
     ]
-    judged = not _SOCIAL.match(sentence) and bool(words or claims.numbers or claims.dates)
+    judged = not _claims_nothing(sentence) and bool(words or claims.numbers or claims.dates)
     return SentenceSupport(sentence, [i for _, i in ranked], aligned, findings, row, judged)
 
 
@@ -436,6 +435,20 @@ _SOCIAL = re.compile(
     re.I,
 )
 """A sentence that only answers yes or no, thanks, or signs off claims nothing to check."""
+_CHAT_WORDS = frozenset(
+    """i've here's let's let know need detail details question asking ask thanks thank
+    waiting wait hope helps help happy glad dig look looked checked check found part depth
+    clears clear answers answer good great sure okay ok yes anything else""".split()
+)
+"""Words of what an assistant says about the conversation ("I've checked.", "Here's what I
+found.", "Happy to dig further."): a sentence of these and small words alone claims
+nothing either."""
+
+
+def _claims_nothing(sentence: str) -> bool:
+    if _SOCIAL.match(sentence):
+        return True
+    return all(word in STOPWORDS or word in _CHAT_WORDS for word in checks.tokens(sentence))
 
 
 _SHORT = 3

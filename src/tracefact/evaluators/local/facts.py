@@ -12,6 +12,7 @@ Pure Python, microseconds per sentence.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -138,6 +139,17 @@ they count only as part of the aligned comparison, never as a flip by themselves
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _NAME = re.compile(r"[A-Z][\w'’\-]*|[A-Z]{2,}")
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to match "prizes" / "prize", "opened" / "opens"."""
+    word = word.replace("’", "'").removesuffix("'s")
+    if len(word) > 5 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if len(word) - len(suffix) >= 4 and word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
 
 
 def tokens(text: str) -> list[str]:
@@ -434,13 +446,17 @@ def polarity_flip(answer: Facts, evidence: Facts) -> Finding | None:
 
 
 def direction_flip(answer: Facts, evidence: Facts) -> Finding | None:
-    """The answer uses a word whose opposite its supporting sentence uses instead."""
-    answer_words, evidence_words = set(answer.words), set(evidence.words)
+    """The answer uses a word whose opposite its supporting sentence uses instead.
+
+    The opposite counts where the source uses it more often than the answer: "its capital
+    and smallest city, with the largest port" against "its capital and largest city, with
+    the largest port" took one "largest" away.
+    """
+    said, stated = Counter(answer.words), Counter(evidence.words)
     for word in answer.words:
-        if word in _DIRECTION_NEUTRAL or word in evidence_words:
+        if word in _DIRECTION_NEUTRAL or word in stated:
             continue
-        opposite = OPPOSITES.get(word, frozenset()) & evidence_words
-        opposite -= answer_words
+        opposite = {o for o in OPPOSITES.get(word, frozenset()) if stated[o] > said[o]}
         if opposite:
             other = sorted(opposite)[0]
             return Finding(
@@ -530,27 +546,105 @@ def shortened(name: str, said: Facts, anchor: Facts, evidence: Facts) -> bool:
     return False
 
 
+_COORDINATING = frozenset({"and", "or", "&"})
+
+
+def _deed(word: str, named: set[str]) -> bool:
+    return len(word) > 3 and word not in STOPWORDS and word not in named
+
+
+def deeds(facts: Facts) -> dict[tuple[str, str], set[str]]:
+    """The names written right next to each deed: ``(side, deed) -> names``.
+
+    ``("before", "converted")``: the names right before "converted" ("Jordan Asante
+    converted"); ``("after", "directed by")``: those right after it, through one small word
+    as written. A list of names ("Jonah Pike and Ada Rusk") stands next to the deed
+    as a whole, so a list read back in another order finds nothing.
+    """
+    named = set(facts.names)
+    words = [word.removesuffix("'s") for word in facts.words]
+    found: dict[tuple[str, str], set[str]] = {}
+
+    def group(start: int, step: int) -> set[str]:
+        names: set[str] = set()
+        index = start
+        while 0 <= index < len(words) and (words[index] in named or words[index] in _COORDINATING):
+            if words[index] in named:
+                names.add(words[index])
+            index += step
+        return names
+
+    for index, word in enumerate(words):
+        if not _deed(word, named):
+            continue
+        if before := group(index - 1, -1):
+            found.setdefault(("before", word), set()).update(before)
+        after, key = group(index + 1, 1), ("after", word)
+        if not after and index + 2 < len(words) and words[index + 1] in STOPWORDS:
+            after, key = group(index + 2, 1), ("after", f"{word} {words[index + 1]}")
+        if after:
+            found.setdefault(key, set()).update(after)
+    return found
+
+
+def _side(side: str, deed: str, name: str) -> str:
+    return f"{name!r} {deed}" if side == "before" else f"{deed} {name!r}"
+
+
 def actor_swapped(answer: Facts, source: Facts) -> Finding | None:
-    """A name the answer puts right before a verb where the source puts another name.
+    """A name the answer writes next to a deed where the source writes another name.
 
     "Leo Hartigan converted a penalty" against "Jordan Asante converted a penalty, and Leo
-    Hartigan scored twice": both names are in the source, the deed is another's. Only
-    a name and a word written next to each other in both texts count, so a paraphrase
-    that says it otherwise finds nothing.
+    Hartigan scored twice", or "directed by Jonah Pike and starring Marta Quell" where the
+    source has them the other way round: both names are in the source, the deed
+    is another's. Only a name and a deed written next to each other in both texts count,
+    so a paraphrase that says it otherwise ("praised by Holloway" for "Holloway praised")
+    finds nothing.
     """
-    said = set(answer.names)
     named = set(source.names)
-    before: dict[str, set[str]] = {}
-    for name, word in zip(source.words, source.words[1:], strict=False):
-        key = name.removesuffix("'s")
-        if key in named and word not in STOPWORDS and len(word) > 3:
-            before.setdefault(word, set()).add(key)
-    for name, word in zip(answer.words, answer.words[1:], strict=False):
-        key = name.removesuffix("'s")
-        if key not in said or key not in named or word not in before:
+    stated = deeds(source)
+    said = deeds(answer)
+    for (side, deed), names in sorted(said.items()):
+        theirs = stated.get((side, deed), set())
+        for name in sorted(names & named):
+            rivals = theirs - names
+            if theirs and name not in theirs and rivals:
+                there, here = _side(side, deed, sorted(rivals)[0]), _side(side, deed, name)
+                return Finding("roles", name, f"{there} there, not {here}")
+    return None
+
+
+def relation_changed(answer: Facts, source: Facts, elsewhere: frozenset[str]) -> Finding | None:
+    """The right names with a deed the source gives them nowhere, taken from elsewhere.
+
+    "Nora Vale starred in Low Tide" against "Nora Vale wrote Low Tide" where another passage
+    has "Ivo Brandt starred in North Pier" (``elsewhere``: the words next to a name in any
+    passage): the names are right, the relation between them is another passage's. A deed
+    no context writes next to a name ("appeared in") is a paraphrase, left to the model.
+    """
+    named = set(source.names)
+    source_words = {stem(word) for word in source.words}
+    answer_words = {stem(word) for word in answer.words}
+    stated = deeds(source)
+    by_name: dict[tuple[str, str], set[str]] = {}
+    for (side, deed), names in stated.items():
+        for name in names:
+            by_name.setdefault((side, name), set()).add(deed)
+    for (side, deed), names in sorted(deeds(answer).items()):
+        verb = deed.split()[0]
+        if stem(verb) in source_words or verb not in elsewhere:
             continue
-        others = before[word] - said
-        if others and key not in before[word]:
-            other = sorted(others)[0]
-            return Finding("roles", key, f"{other!r} {word} there, not {key!r}")
+        for name in sorted(names & named):
+            theirs = {
+                other
+                for other in by_name.get((side, name), set())
+                if stem(other.split()[0]) not in answer_words
+            }
+            if theirs:
+                other = sorted(theirs)[0]
+                return Finding(
+                    "roles",
+                    deed,
+                    f"{_side(side, other, name)} there, not {_side(side, deed, name)}",
+                )
     return None
