@@ -176,6 +176,37 @@ def test_openllmetry_legacy_indexed_attributes() -> None:
     assert reading.case.contexts == ["Doc: the sky is blue."]
 
 
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Blue.",
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.content": "Green.",
+        },
+        {
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "Blue.",
+            "llm.output_messages.1.message.role": "assistant",
+            "llm.output_messages.1.message.content": "Green.",
+        },
+    ],
+)
+def test_of_several_choices_the_first_is_the_answer(answers: dict[str, str]) -> None:
+    attributes = {
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "Sky colour?",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Sky colour?",
+        semconv.CONTEXTS: ("The sky is blue.",),
+        **answers,
+    }
+    reading = read_case(attributes)
+    assert reading.case is not None
+    assert reading.case.output == "Blue."
+
+
 def test_traceloop_entity_values_and_genai_system_instructions() -> None:
     reading = read_case(
         {

@@ -69,8 +69,12 @@ class Conversation:
         return None
 
     def answer_text(self) -> str | None:
-        texts = [m.text for m in self.answer if m.text]
-        return "\n".join(texts) if texts else None
+        """The first answer message's text.
+
+        Several answer messages are a response's choices (``n > 1``); the app shows one,
+        almost always the first, so judging them joined would judge text nobody read.
+        """
+        return next((m.text for m in self.answer if m.text), None)
 
     def answer_calls(self) -> bool:
         """Whether the answer asks for tool calls."""
