@@ -205,42 +205,33 @@ def test_an_agent_trace_is_judged_on_its_tool_result(setup: Setup, name: str) ->
             assert not any(key.startswith("tracefact.") for key in attributes(span))
 
 
-def tool_and_llm_spans(trace_id: int, tool_ends: int) -> tuple[list[ReadableSpan], ...]:
-    """A GenAI `execute_tool` span, and an LLM span whose prompt has no tool message.
-
-    The LLM span ends at 10; the tool span at `tool_ends`.
-    """
+def ended_span(
+    trace_id: int, span_id: int, name: str, values: dict[str, Any], end: int
+) -> ReadableSpan:
+    """A span of the trace that ends at `end`, under the same parent as the rest."""
     from opentelemetry.sdk.trace import ReadableSpan as Readable
     from opentelemetry.trace import SpanContext, TraceFlags
 
     from tests.collector.harness import RESOURCE, SCOPE
 
-    def span(span_id: int, name: str, values: dict[str, Any], end: int) -> ReadableSpan:
-        return Readable(
-            name=name,
-            context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
-            parent=SpanContext(trace_id, 0xA9, False, TraceFlags(1)),
-            resource=RESOURCE,
-            attributes=values,
-            start_time=end - 1,
-            end_time=end,
-            instrumentation_scope=SCOPE,
-        )
+    return Readable(
+        name=name,
+        context=SpanContext(trace_id, span_id, False, TraceFlags(1)),
+        parent=SpanContext(trace_id, 0xA9, False, TraceFlags(1)),
+        resource=RESOURCE,
+        attributes=values,
+        start_time=end - 1,
+        end_time=end,
+        instrumentation_scope=SCOPE,
+    )
 
-    tool = {
-        semconv.GEN_AI_OPERATION_NAME: "execute_tool",
-        semconv.GEN_AI_TOOL_NAME: "landmark_facts",
-        semconv.GEN_AI_TOOL_CALL_ID: "call_1",
-        semconv.GEN_AI_TOOL_CALL_RESULT: DOCUMENT,
-    }
-    llm = {
-        semconv.OPENINFERENCE_SPAN_KIND: "LLM",
-        semconv.INPUT_VALUE: "How tall is the Eiffel Tower?",
-        semconv.OUTPUT_VALUE: "The Eiffel Tower is 330 metres tall.",
-    }
-    return [span(0x70, "execute_tool landmark_facts", tool, tool_ends)], [
-        span(0x11, "chat", llm, 10)
-    ]
+
+ANSWER_WITHOUT_CONTEXT = {
+    semconv.OPENINFERENCE_SPAN_KIND: "LLM",
+    semconv.INPUT_VALUE: "How tall is the Eiffel Tower?",
+    semconv.OUTPUT_VALUE: "The Eiffel Tower is 330 metres tall.",
+}
+"""An LLM span whose prompt holds no evidence: only the trace's other spans can ground it."""
 
 
 @pytest.mark.parametrize("tool_ends", [5, 15], ids=["before", "after"])
@@ -248,14 +239,40 @@ def test_a_tool_span_grounds_the_llm_spans_that_ended_after_it(
     setup: Setup, tool_ends: int
 ) -> None:
     trace_id = next(_trace_ids)
-    tool, llm = tool_and_llm_spans(trace_id, tool_ends)
-    setup.send(llm)
-    setup.send(tool)
+    tool = {
+        semconv.GEN_AI_OPERATION_NAME: "execute_tool",
+        semconv.GEN_AI_TOOL_NAME: "landmark_facts",
+        semconv.GEN_AI_TOOL_CALL_ID: "call_1",
+        semconv.GEN_AI_TOOL_CALL_RESULT: DOCUMENT,
+    }
+    setup.send([ended_span(trace_id, 0x11, "chat", ANSWER_WITHOUT_CONTEXT, 10)])
+    setup.send([ended_span(trace_id, 0x70, "execute_tool landmark_facts", tool, tool_ends)])
     [span] = [s for s in setup.received(trace_id, 2) if span_role(attributes(s)) == "llm"]
     values = attributes(span)
     if tool_ends == 5:
         assert values[semconv.CONTEXTS_SOURCE] == semconv.CONTEXT_SOURCE_TOOL, values
         assert values[semconv.CONTEXTS_TOOL_CALLS] == ("call_1",)
+    else:
+        assert values[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS, values
+
+
+@pytest.mark.parametrize("retriever_ends", [5, 15], ids=["before", "after"])
+def test_a_retriever_span_grounds_the_llm_spans_that_ended_after_it(
+    setup: Setup, retriever_ends: int
+) -> None:
+    """Even when the retriever span arrives first: its documents came too late for the rest."""
+    trace_id = next(_trace_ids)
+    retriever = {
+        semconv.OPENINFERENCE_SPAN_KIND: "RETRIEVER",
+        "retrieval.documents.0.document.content": DOCUMENT,
+    }
+    setup.send([ended_span(trace_id, 0x70, "retrieve", retriever, retriever_ends)])
+    setup.send([ended_span(trace_id, 0x11, "chat", ANSWER_WITHOUT_CONTEXT, 10)])
+    [span] = [s for s in setup.received(trace_id, 2) if span_role(attributes(s)) == "llm"]
+    values = attributes(span)
+    if retriever_ends == 5:
+        assert values[semconv.CONTEXTS_SOURCE] == "retrieval", values
+        assert values[semconv.CONTEXTS] == (DOCUMENT,)
     else:
         assert values[semconv.EVAL_SKIP_REASON] == semconv.SKIP_NO_CONTEXTS, values
 

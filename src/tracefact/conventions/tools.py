@@ -37,6 +37,7 @@ _BYTES_PLACEHOLDER = re.compile(r"<\d+ bytes>")
 """How tracefact's own capture records bytes (`instrument.capture`)."""
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{200,}")
 _ENTRY_PREFIX = "\x00tracefact.tool\x00"
+_DOCUMENT_PREFIX = "\x00tracefact.document\x00"
 
 
 class ToolResult(NamedTuple):
@@ -220,11 +221,33 @@ def entry(result: ToolResult) -> str:
     return _ENTRY_PREFIX + json.dumps([result.text, result.call_id, result.name, result.ended])
 
 
-def split_entries(entries: Sequence[str]) -> tuple[list[str], list[ToolResult]]:
-    """A trace's stored entries: the retrieved documents, and the tool results."""
+def document_entry(text: str, ended: int | None) -> str:
+    """A retrieved document as an entry of the `DocumentStore`.
+
+    ended: when its retriever span ended (unix nanoseconds; None where unknown).
+    """
+    return text if ended is None else _DOCUMENT_PREFIX + json.dumps([text, ended])
+
+
+def split_entries(
+    entries: Sequence[str], ended: int | None = None
+) -> tuple[list[str], list[ToolResult]]:
+    """A trace's stored entries: the retrieved documents, and the tool results.
+
+    ended: an LLM span's end; documents of retriever spans that ended after it are left
+    out (None: none are). A collector may see such a retriever span before it reads the
+    LLM span: its documents cannot have grounded that answer.
+    """
     documents: list[str] = []
     results: list[ToolResult] = []
     for stored in entries:
+        if stored.startswith(_DOCUMENT_PREFIX):
+            fields = loads(stored[len(_DOCUMENT_PREFIX) :])
+            if isinstance(fields, list) and len(fields) == 2 and isinstance(fields[0], str):
+                text, retrieved = fields
+                if ended is None or not isinstance(retrieved, int) or retrieved <= ended:
+                    documents.append(text)
+                continue
         result = _decoded(stored) if stored.startswith(_ENTRY_PREFIX) else None
         if result is None:
             documents.append(stored)

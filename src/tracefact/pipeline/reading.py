@@ -14,7 +14,7 @@ from typing import Any
 from tracefact.conventions import DocumentStore, Reading, ReadOptions, Role, read_case
 from tracefact.conventions import retrieved_documents as documents_of
 from tracefact.conventions.messages import Event
-from tracefact.conventions.tools import entry, split_entries, tool_span_result
+from tracefact.conventions.tools import document_entry, entry, split_entries, tool_span_result
 from tracefact.pipeline.verdict import SpanRecord
 
 
@@ -37,13 +37,13 @@ class SpanReader:
     ) -> None:
         """Keep a retriever span's documents or a tool span's result for its trace's LLM spans.
 
-        ended: when the tool span ended (unix nanoseconds): LLM spans that ended before it
-        are not judged against its result.
+        ended: when the span ended (unix nanoseconds): LLM spans that ended before it are
+        not judged against its documents or result.
         """
         if role == "retriever":
             documents = documents_of(attributes, events)
             if documents:
-                self.store.add(trace_id, documents)
+                self.store.add(trace_id, [document_entry(text, ended) for text in documents])
         elif role == "tool":
             result = tool_span_result(attributes, events, ended)
             if result is not None:
@@ -74,7 +74,7 @@ class SpanReader:
         """
         if evidence is None:
             evidence = self.store.documents(record.trace_id)
-        documents, tools = split_entries(evidence)
+        documents, tools = split_entries(evidence, record.end_time)
         return read_case(
             record.attributes,
             record.events,
