@@ -72,6 +72,16 @@ GEN_AI_COMPLETION = gen_ai.GEN_AI_COMPLETION
 """Deprecated, as GEN_AI_PROMPT, for the answer (`gen_ai.completion.N.*`)."""
 GEN_AI_CONTENT_PROMPT_EVENT = "gen_ai.content.prompt"
 GEN_AI_CONTENT_COMPLETION_EVENT = "gen_ai.content.completion"
+GEN_AI_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+"""GenAI's per-message events (semconv 1.27-1.36) by the role they carry: fields
+`content` (text or JSON parts), `tool_calls`, and `id` (a tool message's call)."""
+GEN_AI_CHOICE_EVENT = "gen_ai.choice"
+"""The same for an answer: `message` (JSON: `content`, `tool_calls`) and `index`."""
 GEN_AI_OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
 GEN_AI_OPERATION_RETRIEVAL = gen_ai.GenAiOperationNameValues.RETRIEVAL.value
 GEN_AI_OPERATION_EXECUTE_TOOL = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value

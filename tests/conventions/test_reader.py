@@ -207,6 +207,19 @@ def test_of_several_choices_the_first_is_the_answer(answers: dict[str, str]) -> 
     assert reading.case.output == "Blue."
 
 
+def test_genai_message_and_choice_events() -> None:
+    events = [
+        ("gen_ai.system.message", {"content": "Doc: the sky is blue."}),
+        ("gen_ai.user.message", {"content": json.dumps([{"type": "text", "text": "Sky?"}])}),
+        ("gen_ai.choice", {"index": 1, "message": json.dumps({"content": "Green."})}),
+        ("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": {"content": "Blue."}}),
+    ]
+    reading = read_case({semconv.GEN_AI_OPERATION_NAME: "chat"}, events, options=PROMPT)
+    assert reading.case is not None, reading.skip_reason
+    assert (reading.case.input, reading.case.output) == ("Sky?", "Blue.")
+    assert reading.case.contexts == ["Doc: the sky is blue."]
+
+
 def test_traceloop_entity_values_and_genai_system_instructions() -> None:
     reading = read_case(
         {

@@ -120,7 +120,8 @@ def test_an_excluded_tool_is_not_evidence(framework: str) -> None:
 
 
 # --- every message format -------------------------------------------------------------
-ANSWER = {semconv.OUTPUT_VALUE: "The tower is 330 metres tall."}
+ANSWER_TEXT = "The tower is 330 metres tall."
+ANSWER = {semconv.OUTPUT_VALUE: ANSWER_TEXT}
 OPENAI_CALL = {"id": "c1", "type": "function", "function": {"name": "facts", "arguments": "{}"}}
 
 
@@ -163,6 +164,19 @@ def test_openai_chat_json_tool_messages() -> None:
     }
     assert contexts_of(attributes) == (["330 m"], ("c1",))
     assert read_case({**ANSWER, **attributes}).case.input == "How tall?"  # type: ignore[union-attr]
+
+
+def test_genai_message_events() -> None:
+    events = [
+        ("gen_ai.user.message", {"content": "How tall?"}),
+        ("gen_ai.assistant.message", {"tool_calls": json.dumps([OPENAI_CALL])}),
+        ("gen_ai.tool.message", {"id": "c1", "content": "330 metres."}),
+        ("gen_ai.choice", {"index": 0, "message": json.dumps({"content": ANSWER_TEXT})}),
+    ]
+    reading = read_case({semconv.GEN_AI_OPERATION_NAME: "chat"}, events)
+    assert reading.case is not None, reading.skip_reason
+    assert (reading.case.input, reading.case.output) == ("How tall?", ANSWER_TEXT)
+    assert (reading.case.contexts, reading.tool_calls) == (["330 metres."], ("c1",))
 
 
 def test_genai_tool_call_response_parts() -> None:

@@ -303,17 +303,41 @@ def openllmetry_legacy(attributes: Mapping[str, Any]) -> Conversation | None:
     return Conversation(prompt, answer)
 
 
-# --- span events (GenAI's deprecated content events) ----------------------------------
+# --- span events (GenAI's deprecated content and message events) ----------------------
 def events(span_events: Sequence[Event]) -> Conversation | None:
     conversation = Conversation()
+    choices: list[tuple[int, Message]] = []
     for name, attributes in span_events[:MAX_MESSAGES]:
         if name == semconv.GEN_AI_CONTENT_PROMPT_EVENT:
             conversation.prompt += _genai_messages(attributes.get(semconv.GEN_AI_PROMPT))
         elif name == semconv.GEN_AI_CONTENT_COMPLETION_EVENT:
             conversation.answer += _genai_messages(attributes.get(semconv.GEN_AI_COMPLETION))
+        elif name in semconv.GEN_AI_MESSAGE_EVENTS:
+            role = semconv.GEN_AI_MESSAGE_EVENTS[name]
+            conversation.prompt.append(_event_message(role, attributes))
+        elif name == semconv.GEN_AI_CHOICE_EVENT:
+            message = _decoded(attributes.get("message"))
+            fields = message if isinstance(message, Mapping) else attributes
+            index = attributes.get("index")
+            order = index if isinstance(index, int) else len(choices)
+            choices.append((order, _event_message("assistant", fields)))
+    conversation.answer += [message for _, message in sorted(choices, key=lambda c: c[0])]
     if not conversation.prompt and not conversation.answer:
         return None
     return conversation
+
+
+def _decoded(value: Any) -> Any:
+    """A field of an event: its JSON where it holds JSON text, else itself."""
+    decoded = loads(value) if isinstance(value, str) else _as_json(value)
+    return value if decoded is None else decoded
+
+
+def _event_message(role: str, fields: Mapping[str, Any]) -> Message:
+    """A GenAI message event's fields, read as the JSON message they spell out."""
+    item = {key: _decoded(fields.get(key)) for key in ("content", "tool_calls") if key in fields}
+    call_id = fields.get("id")
+    return json_message({"role": role, **item, "tool_call_id": call_id})
 
 
 # --- input.value / output.value and traceloop.entity.* --------------------------------
