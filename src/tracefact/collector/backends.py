@@ -59,5 +59,6 @@ def document_store(config: CollectorConfig) -> DocumentStore:
         )
         return SharedDocumentStore(shelf, **bounds)
     if config.queue == "sqlite" and config.sqlite is not None:
-        return SharedDocumentStore(SqliteShelf(config.sqlite.path, ttl_seconds=ttl), **bounds)
+        shelf = SqliteShelf(config.sqlite.path, ttl_seconds=ttl, max_bytes=bounds["max_bytes"])
+        return SharedDocumentStore(shelf, **bounds)
     return DocumentStore(**bounds)

@@ -24,6 +24,8 @@ from tracefact._imports import import_extra
 from tracefact.conventions import DocumentStore
 
 logger = logging.getLogger(__name__)
+_BYTES = "length(CAST(text AS BLOB))"
+"""A stored text's size in bytes (UTF-8, the file's encoding)."""
 
 
 class Shelf(Protocol):
@@ -122,11 +124,17 @@ class SqliteShelf:
     """A table in the queue's SQLite file: documents survive the process with its requests.
 
     Written with `synchronous=NORMAL`: a power loss may lose the last documents (their LLM
-    spans are then judged without them), never a request.
+    spans are then judged without them), never a request. ``max_bytes`` bounds the text
+    kept (UTF-8), over every process sharing the file: past it the oldest documents go.
     """
 
-    def __init__(self, path: str | Path, *, ttl_seconds: float = 600.0) -> None:
+    def __init__(
+        self, path: str | Path, *, ttl_seconds: float = 600.0, max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
         self._ttl = ttl_seconds
+        self._max_bytes = max_bytes
         self._lock = threading.Lock()  # one connection shared by the engine's threads
         self._db = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=10.0
@@ -138,6 +146,13 @@ class SqliteShelf:
             "(trace_id TEXT NOT NULL, added REAL NOT NULL, text TEXT NOT NULL);"
             "CREATE INDEX IF NOT EXISTS documents_trace ON documents (trace_id);"
             "CREATE INDEX IF NOT EXISTS documents_added ON documents (added);"
+            # The bytes the table holds, kept in the writers' transactions: summing the
+            # table on every write would read all of it.
+            "CREATE TABLE IF NOT EXISTS documents_size (bytes INTEGER NOT NULL);"
+            "BEGIN IMMEDIATE;"
+            f"INSERT INTO documents_size SELECT COALESCE(SUM({_BYTES}), 0) FROM documents "
+            "WHERE NOT EXISTS (SELECT 1 FROM documents_size);"
+            "COMMIT;"
         )
 
     def append(self, trace_id: int, texts: Sequence[str]) -> None:
@@ -146,15 +161,43 @@ class SqliteShelf:
         try:
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute("DELETE FROM documents WHERE added < ?", (now - self._ttl,))
+                self._drop("added < ?", now - self._ttl)
                 self._db.executemany(
                     "INSERT INTO documents (trace_id, added, text) VALUES (?, ?, ?)",
                     [(key, now, text) for text in texts],
                 )
+                added = sum(len(text.encode("utf-8")) for text in texts)
+                self._db.execute("UPDATE documents_size SET bytes = bytes + ?", (added,))
+                (size,) = self._db.execute("SELECT bytes FROM documents_size").fetchone()
+                if size > self._max_bytes:
+                    self._drop_oldest(size - self._max_bytes)
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:  # disk full, locked too long
             logger.warning("retrieved documents not kept in %s: %s", "sqlite", exc)
             self._rollback()
+
+    def _drop(self, where: str, *args: Any) -> None:
+        """Delete the rows ``where`` says, and their bytes from the count."""
+        (gone,) = self._db.execute(
+            f"SELECT COALESCE(SUM({_BYTES}), 0) FROM documents WHERE {where}", args
+        ).fetchone()
+        if gone:
+            self._db.execute(f"DELETE FROM documents WHERE {where}", args)
+            self._db.execute("UPDATE documents_size SET bytes = bytes - ?", (gone,))
+
+    def _drop_oldest(self, excess: int) -> None:
+        """Delete the oldest rows until at least ``excess`` bytes are gone."""
+        doomed: list[tuple[int]] = []
+        dropped = 0
+        rows = self._db.execute(f"SELECT rowid, {_BYTES} FROM documents ORDER BY added, rowid")
+        for rowid, size in rows:
+            if dropped >= excess:
+                break
+            doomed.append((rowid,))
+            dropped += size
+        rows.close()
+        self._db.executemany("DELETE FROM documents WHERE rowid = ?", doomed)
+        self._db.execute("UPDATE documents_size SET bytes = bytes - ?", (dropped,))
 
     def read(self, trace_id: int) -> list[str] | None:
         try:

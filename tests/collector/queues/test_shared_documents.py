@@ -6,6 +6,7 @@ worker, or for the process that restarted.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,34 @@ def test_documents_expire_with_their_time_to_live(opener: Opener) -> None:
     opener(ttl_seconds=0.2).add(1, ["short-lived"])
     time.sleep(0.5)
     assert opener(ttl_seconds=0.2).documents(1) == []
+
+
+def test_the_sqlite_shelf_keeps_its_bytes_bound_over_every_process(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    first, second = SqliteShelf(path, max_bytes=100), SqliteShelf(path, max_bytes=100)
+    first.append(1, ["a" * 40, "b" * 40])
+    second.append(2, ["c" * 40])  # 120 bytes: the oldest document goes
+    assert first.read(1) == ["b" * 40] and first.read(2) == ["c" * 40]
+    second.append(3, ["é" * 30])  # 60 bytes in UTF-8
+    assert (first.read(1), second.read(2), first.read(3)) == ([], ["c" * 40], ["é" * 30])
+    first.close()
+    second.close()
+    reopened = SqliteShelf(path, max_bytes=100)
+    reopened.append(4, ["d" * 10])  # 110 bytes: the size was kept in the file
+    assert (reopened.read(2), reopened.read(4)) == ([], ["d" * 10])
+    reopened.close()
+
+
+def test_the_sqlite_shelf_counts_what_an_earlier_version_stored(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    with sqlite3.connect(path) as db:  # the table as versions without a bound wrote it
+        db.execute("CREATE TABLE documents (trace_id TEXT, added REAL, text TEXT)")
+        db.execute("INSERT INTO documents VALUES (?, ?, ?)", (f"{1:032x}", time.time(), "a" * 90))
+    db.close()
+    shelf = SqliteShelf(path, max_bytes=100)
+    shelf.append(2, ["b" * 20])
+    assert (shelf.read(1), shelf.read(2)) == ([], ["b" * 20])
+    shelf.close()
 
 
 def test_while_redis_is_down_a_worker_still_sees_its_own_documents(
