@@ -208,22 +208,19 @@ def test_a_name_written_in_full_where_its_passage_shortens_it_is_not_misplaced(
     assert full.score < swapped.score
 
 
-def test_sentences_that_claim_nothing_are_not_judged(detector: LocalFactuality) -> None:
-    result = judge(
-        detector,
-        SHIPPING,
+@pytest.mark.parametrize(
+    "answer",
+    [
         "Yes. Returns are free within 30 days. Hope this helps!",
-        question="Are returns free?",
-    )
+        "I've checked. Returns are free within 30 days. Happy to dig further.",
+    ],
+)
+def test_sentences_that_claim_nothing_are_not_judged(
+    detector: LocalFactuality, answer: str
+) -> None:
+    result = judge(detector, SHIPPING, answer, question="Are returns free?")
     assert result.raw["sentence_scores"][0] == 0.0 and result.raw["sentence_scores"][2] == 0.0
     assert result.label == "factual"
-    chat = judge(
-        detector,
-        SHIPPING,
-        "I've checked. Returns are free within 30 days. Happy to dig further.",
-        question="Are returns free?",
-    )
-    assert chat.raw["sentence_scores"][0] == 0.0 and chat.raw["sentence_scores"][2] == 0.0
 
 
 def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactuality) -> None:
