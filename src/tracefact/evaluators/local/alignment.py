@@ -79,7 +79,7 @@ class Evidence:
     """The states of the evidence's records ("shipped", "on time"; `Unit.state`): a state
     a sentence reports is a claim, checked where the sentence is anchored."""
     deeds: frozenset[str]
-    """The words written next to a name anywhere in the evidence (`facts.deeds`): the
+    """The words written next to a name anywhere in the evidence (`Facts.deeds`): the
     relations a sentence could borrow from another passage (`facts.relation_changed`)."""
 
     @classmethod
@@ -95,7 +95,7 @@ class Evidence:
         idf = {w: math.log(1.0 + count / n) for w, n in frequency.items()}
         merged = Facts.merge(facts)
         states = frozenset(unit.state for unit in found if unit.state)
-        deeds = frozenset(deed.split()[0] for item in facts for _, deed in checks.deeds(item))
+        deeds = frozenset(deed.split()[0] for item in facts for _, deed in item.deeds)
         return cls(
             found, words, facts, idf, set().union(*words), set(merged.words), merged, states, deeds
         )

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from tracefact.evaluators._text import STOPWORDS
 
@@ -203,6 +204,47 @@ class Facts:
             merged.words += item.words
             merged.negations += item.negations
         return merged
+
+    @cached_property
+    def deeds(self) -> dict[tuple[str, str], set[str]]:
+        """The names written right next to each deed: ``(side, deed) -> names``.
+
+        ``("before", "converted")``: the names right before "converted" ("Jordan Asante
+        converted"); ``("after", "directed by")``: those right after it, through one small
+        word as written. A list of names ("Jonah Pike and Ada Rusk") stands next to the deed
+        as a whole, so a list read back in another order finds nothing. Read once per text:
+        a unit's are what every sentence anchored to it is compared with.
+        """
+        named = set(self.names)
+        joined = named | _COORDINATING  # what a list of names is made of
+        words = [word.removesuffix("'s") for word in self.words]
+        found: dict[tuple[str, str], set[str]] = {}
+
+        def group(start: int, step: int) -> set[str]:
+            names: set[str] = set()
+            index = start
+            while 0 <= index < len(words) and words[index] in joined:
+                if words[index] in named:
+                    names.add(words[index])
+                index += step
+            return names
+
+        for index, word in enumerate(words):
+            if not _deed(word, named):
+                continue
+            if before := group(index - 1, -1):
+                found.setdefault(("before", word), set()).update(before)
+            after, key = group(index + 1, 1), ("after", word)
+            if not after and index + 2 < len(words) and words[index + 1] in STOPWORDS:
+                after, key = group(index + 2, 1), ("after", f"{word} {words[index + 1]}")
+            if after:
+                found.setdefault(key, set()).update(after)
+        return found
+
+    @cached_property
+    def stems(self) -> set[str]:
+        """Its words' stems (`stem`)."""
+        return {stem(word) for word in self.words}
 
 
 def _word_value(match: re.Match[str]) -> float:
@@ -553,40 +595,6 @@ def _deed(word: str, named: set[str]) -> bool:
     return len(word) > 3 and word not in STOPWORDS and word not in named
 
 
-def deeds(facts: Facts) -> dict[tuple[str, str], set[str]]:
-    """The names written right next to each deed: ``(side, deed) -> names``.
-
-    ``("before", "converted")``: the names right before "converted" ("Jordan Asante
-    converted"); ``("after", "directed by")``: those right after it, through one small word
-    as written. A list of names ("Jonah Pike and Ada Rusk") stands next to the deed
-    as a whole, so a list read back in another order finds nothing.
-    """
-    named = set(facts.names)
-    words = [word.removesuffix("'s") for word in facts.words]
-    found: dict[tuple[str, str], set[str]] = {}
-
-    def group(start: int, step: int) -> set[str]:
-        names: set[str] = set()
-        index = start
-        while 0 <= index < len(words) and (words[index] in named or words[index] in _COORDINATING):
-            if words[index] in named:
-                names.add(words[index])
-            index += step
-        return names
-
-    for index, word in enumerate(words):
-        if not _deed(word, named):
-            continue
-        if before := group(index - 1, -1):
-            found.setdefault(("before", word), set()).update(before)
-        after, key = group(index + 1, 1), ("after", word)
-        if not after and index + 2 < len(words) and words[index + 1] in STOPWORDS:
-            after, key = group(index + 2, 1), ("after", f"{word} {words[index + 1]}")
-        if after:
-            found.setdefault(key, set()).update(after)
-    return found
-
-
 def _side(side: str, deed: str, name: str) -> str:
     return f"{name!r} {deed}" if side == "before" else f"{deed} {name!r}"
 
@@ -602,10 +610,8 @@ def actor_swapped(answer: Facts, source: Facts) -> Finding | None:
     finds nothing.
     """
     named = set(source.names)
-    stated = deeds(source)
-    said = deeds(answer)
-    for (side, deed), names in sorted(said.items()):
-        theirs = stated.get((side, deed), set())
+    for (side, deed), names in sorted(answer.deeds.items()):
+        theirs = source.deeds.get((side, deed), set())
         for name in sorted(names & named):
             rivals = theirs - names
             if theirs and name not in theirs and rivals:
@@ -623,22 +629,19 @@ def relation_changed(answer: Facts, source: Facts, elsewhere: frozenset[str]) ->
     no context writes next to a name ("appeared in") is a paraphrase, left to the model.
     """
     named = set(source.names)
-    source_words = {stem(word) for word in source.words}
-    answer_words = {stem(word) for word in answer.words}
-    stated = deeds(source)
     by_name: dict[tuple[str, str], set[str]] = {}
-    for (side, deed), names in stated.items():
+    for (side, deed), names in source.deeds.items():
         for name in names:
             by_name.setdefault((side, name), set()).add(deed)
-    for (side, deed), names in sorted(deeds(answer).items()):
+    for (side, deed), names in sorted(answer.deeds.items()):
         verb = deed.split()[0]
-        if stem(verb) in source_words or verb not in elsewhere:
+        if stem(verb) in source.stems or verb not in elsewhere:
             continue
         for name in sorted(names & named):
             theirs = {
                 other
                 for other in by_name.get((side, name), set())
-                if stem(other.split()[0]) not in answer_words
+                if stem(other.split()[0]) not in answer.stems
             }
             if theirs:
                 other = sorted(theirs)[0]
