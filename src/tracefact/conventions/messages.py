@@ -177,7 +177,7 @@ def openinference(attributes: Mapping[str, Any]) -> Conversation | None:
 # --- OpenTelemetry GenAI (also current OpenLLMetry) -----------------------------------
 def _genai_messages(value: Any) -> list[Message]:
     """Messages of a GenAI attribute: JSON text, or structured (OTLP's arrays and kvlists)."""
-    decoded = loads(value) if isinstance(value, str) else _as_json(value)
+    decoded = _decoded(value)
     if not isinstance(decoded, list):
         return []
     return [json_message(item) for item in decoded[:MAX_MESSAGES] if isinstance(item, dict)]
@@ -198,6 +198,12 @@ def _as_json(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         return {str(key): _as_json(item, depth + 1) for key, item in value.items()}
     return value
+
+
+def _decoded(value: Any) -> Any:
+    """A value as JSON: decoded where it is JSON text, OTLP's structure as JSON, else itself."""
+    decoded = loads(value) if isinstance(value, str) else _as_json(value)
+    return value if decoded is None else decoded
 
 
 def json_message(item: Mapping[str, Any]) -> Message:
@@ -325,12 +331,6 @@ def events(span_events: Sequence[Event]) -> Conversation | None:
     if not conversation.prompt and not conversation.answer:
         return None
     return conversation
-
-
-def _decoded(value: Any) -> Any:
-    """A field of an event: its JSON where it holds JSON text, else itself."""
-    decoded = loads(value) if isinstance(value, str) else _as_json(value)
-    return value if decoded is None else decoded
 
 
 def _event_message(role: str, fields: Mapping[str, Any]) -> Message:
