@@ -233,6 +233,102 @@ def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactu
     assert result.raw["findings"] == []
 
 
+PLAYERS = [
+    "Mats Hummels is a German professional footballer who plays as a central defender.",
+    "Mathieu Flamini is a French professional footballer who plays as a midfielder.",
+]
+
+
+def test_a_name_said_with_its_own_clause_from_a_neighbouring_sentence_is_not_misplaced(
+    detector: LocalFactuality,
+) -> None:
+    fused = judge(
+        detector,
+        MATCH,
+        "Rovers fell behind to a 12th-minute Callum Price header, then levelled through a "
+        "Jordan Asante penalty and won it with two late goals from substitute Leo Hartigan.",
+    )
+    swapped = detector.evaluate_batch(
+        [
+            EvalCase(
+                input="",
+                contexts=PLAYERS,
+                output="Mathieu Flamini is a German professional footballer who plays as a "
+                "midfielder.",
+            )
+        ]
+    )[0]
+    assert "name" not in checks(fused), fused.raw["findings"]
+    assert "name" in checks(swapped)
+
+
+TOOL_ANSWERS = [
+    (
+        "incidents.get ->\nincident_id: INC-9860\nstatus: identified\nmetrics.p95_latency_ms: 902",
+        "How bad is latency in INC-9860?",
+        "P95 latency is at 902 ms.",
+    ),
+    (
+        json.dumps({"booking_ref": "VQL4OY", "flight": "QK 2993", "gate": None, "seat": "28E"}),
+        "What's my seat on QK 2993?",
+        "You're in seat 28E.",
+    ),
+    (
+        "subscription_id | customer | status | payment_method\n"
+        "sub_1 | Oakhurst Logistics | paused | Amex ending 8158\n"
+        "sub_2 | Umberfield Systems | active | Visa ending 9946",
+        "What card is Umberfield Systems's subscription paid with?",
+        "Umberfield Systems' subscription is paid with the Visa ending 9946.",
+    ),
+    (
+        'get_order(order_id="#100722") ->\n'
+        "#100722 — status: shipped; total: 243.27 EUR; carrier: PostNL; city: Leipzig",
+        "What did Order #100722 cost?",
+        "Order #100722's total is €243.27.",
+    ),
+    (
+        "transaction_id | merchant | amount | card_last4\n"
+        "TX9186332 | Pixelhouse Electronics | 192.15 EUR | 8437\n"
+        "TX3715124 | Saffron Kitchen | 543.52 GBP | 0305\n"
+        "TX9522339 | Greenleaf Pharmacy | 319.57 GBP | 9081",
+        "Can you give me an update on the Saffron Kitchen payment?",
+        "The Saffron Kitchen payment's amount is £543.52. It was made with the card ending 0305.",
+    ),
+    (
+        json.dumps(
+            [
+                {"customer": "Brightwater Capital", "status": "past due", "next": "2025-03-13"},
+                {"customer": "Umberfield Media", "status": "trialing", "next": "2025-03-09"},
+            ]
+        ),
+        "When is Umberfield Media's subscription billed next?",
+        "The subscription's next invoice is due on March 9.",
+    ),
+]
+"""Right answers over tool output that earlier versions flagged: an id inside a field's
+name, a seat letter, "paid with", a call's heading above its one record, a field name
+with a digit in a table's header, a sentence about the record the question names."""
+
+
+@pytest.mark.parametrize(
+    ("context", "question", "answer"),
+    TOOL_ANSWERS,
+    ids=[
+        "id-in-a-field-name",
+        "seat-letter",
+        "paid-with",
+        "heading-over-a-record",
+        "header-digit",
+        "record-the-question-names",
+    ],
+)
+def test_a_right_answer_over_tool_output_has_no_finding(
+    detector: LocalFactuality, context: str, question: str, answer: str
+) -> None:
+    result = judge(detector, context, answer, question)
+    assert result.raw["findings"] == []
+
+
 SERVICES = (
     "Tool result (monitoring.get):\n"
     "notifications-svc — state: down; error rate: 11.9; open incidents: 2\n"
@@ -309,20 +405,38 @@ def test_records_listed_by_a_shared_state_are_read_together(
     assert result.raw["findings"] == []
 
 
+INCIDENTS = (
+    "incidents.list() ->\n"
+    "incident_id | status | service | p95_latency_ms\n"
+    "INC-1471 | identified | billing-scheduler | 4162\n"
+    "INC-9694 | investigating | inventory-sync | 5988"
+)
+
+
 @pytest.mark.parametrize(
-    ("answer", "reason"),
+    ("context", "answer", "reason"),
     [
         (
+            SUBSCRIPTIONS,
             "Silverline Systems and Valemont Analytics are active.",
             "'active' is in the contexts, but not where this is said",
         ),
-        ("Harbrook Studios is suspended.", "no record in the contexts is 'suspended'"),
+        (
+            SUBSCRIPTIONS,
+            "Harbrook Studios is suspended.",
+            "no record in the contexts is 'suspended'",
+        ),
+        (
+            INCIDENTS,
+            "Only one of your two incidents is monitoring: INC-9694.",
+            "no record in the contexts is 'monitoring'",
+        ),
     ],
 )
 def test_a_state_flipped_or_invented_is_found(
-    detector: LocalFactuality, answer: str, reason: str
+    detector: LocalFactuality, context: str, answer: str, reason: str
 ) -> None:
-    result = judge(detector, SUBSCRIPTIONS, answer, question="Which are cancelled?")
+    result = judge(detector, context, answer, question="Which are cancelled?")
     assert reason in [f["reason"] for f in result.raw["findings"]]
 
 

@@ -81,6 +81,8 @@ class Evidence:
     deeds: frozenset[str]
     """The words written next to a name anywhere in the evidence (`Facts.deeds`): the
     relations a sentence could borrow from another passage (`facts.relation_changed`)."""
+    records: bool
+    """Whether any unit is a tool's record."""
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Evidence:
@@ -97,7 +99,16 @@ class Evidence:
         states = frozenset(unit.state for unit in found if unit.state)
         deeds = frozenset(deed.split()[0] for item in facts for _, deed in item.deeds)
         return cls(
-            found, words, facts, idf, set().union(*words), set(merged.words), merged, states, deeds
+            found,
+            words,
+            facts,
+            idf,
+            set().union(*words),
+            set(merged.words),
+            merged,
+            states,
+            deeds,
+            any(unit.record for unit in found),
         )
 
     def weight(self, word: str) -> float:
@@ -196,11 +207,18 @@ class _Question:
 
     words: set[str]
     facts: Facts
+    names: list[str]
+    """The names and ids it asks about, as evidence words: the record a sentence that
+    names none is about."""
 
     @classmethod
     def of(cls, question: str) -> _Question:
         tokens = checks.tokens(question)[-_QUESTION_WORDS * 2 :]
-        return cls({stem(w) for w in tokens if w not in STOPWORDS}, checks.extract(question))
+        facts = checks.extract(question)
+        # An id it asks about is a word as the evidence writes it ("#100722"), too.
+        codes = _code_words(facts)
+        names = sorted({stem(name) for name in facts.names} | codes)
+        return cls({stem(w) for w in tokens if w not in STOPWORDS} | codes, facts, names)
 
 
 def _sentence(
@@ -220,6 +238,9 @@ def _sentence(
     known = set() if short else asked.words
     if short:
         own = words
+    if evidence.records and not (sentence_facts.names or sentence_facts.codes):
+        # "The subscription's next invoice is due on March 9": the record asked about.
+        lookup = [*lookup, *asked.names]
     leaning = previous if _leans_back(sentence) else []
     ranked = evidence.ranked(lookup, leaning)
     aligned = _anchor(evidence, lookup, ranked)
@@ -239,7 +260,9 @@ def _sentence(
         claim: (
             _placed_near_question(evidence, claim, sorted(asked.words))
             if short
-            else _placed_where_anchored(evidence, claim, [*lookup, *keys], leaning, said)
+            else _placed_where_anchored(
+                evidence, claim, [*lookup, *keys], leaning, said, sentence_facts
+            )
         )
         for claim in keys.values()
         if claim.text not in {f.text for f in nowhere}
@@ -322,10 +345,10 @@ def _states(evidence: Evidence, sentence: str) -> list[checks.Claim]:
 
 _STATED = (
     r"\b(?:is|are|was|were|be|been|as|now|still|currently|remains?|stays?|shows?) {}\b"
-    r"(?! (?:to|by|for)\b)"
+    r"(?! (?:to|by|for|with|via|using)\b)"
 )
 """A state said of something ("is pending", "are now cancelled"), not a verb ("is
-scheduled to leave", "was returned by the courier")."""
+scheduled to leave", "was returned by the courier", "is paid with a Visa")."""
 
 
 STATE_WORDS = frozenset(
@@ -333,7 +356,7 @@ STATE_WORDS = frozenset(
     declined posted refunded approved rejected open closed resolved completed failed
     succeeded trialing suspended expired scheduled confirmed diverted degraded operational
     healthy processing returned dispatched departed landed overdue paid unpaid draft
-    archived escalated acknowledged rescheduled""".split()
+    archived escalated acknowledged rescheduled investigating identified monitoring""".split()
 ) | {"on time", "in transit", "past due", "on hold", "in progress"}
 """States tool records commonly report, looked for in a sentence over records."""
 _STATE_PHRASES = {state: " ".join(checks.tokens(state)) for state in STATE_WORDS}
@@ -385,17 +408,19 @@ def _placed_where_anchored(
     lookup: list[str],
     leaning: list[str],
     said: Facts,
+    written: Facts,
 ) -> str:
     """Where a claim stands against the units the sentence anchors to without it.
 
     `HELD` where they bear it out; else `DISPLACED` where it displaces a value of the best
     of them, `ADDED` where it adds one. ``said``: the values the sentence and its question
-    state, which displace nothing. A record's value is always displaced: the record has
-    that field.
+    state, which displace nothing; ``written``, the sentence's own. A record's value is
+    always displaced: the record has that field.
 
     The claim's own word (and the rest of its name) is left out of the lookup, so that a
     value taken from the wrong sentence or record does not pull the anchor there. A name
-    the anchor writes short is held where the sentence writes it in full (`facts.shortened`).
+    the anchor writes short is held where the sentence writes it in full (`facts.shortened`),
+    and so is one that its own passage writes with the words around it (`facts.said_beside`).
     Counts and sums of a list (`evidence._summary`) belong to every record of it; a
     sentence anchored nowhere is checked against everything, so nothing of it is
     misplaced.
@@ -420,7 +445,14 @@ def _placed_where_anchored(
     facts = Facts.merge(evidence.facts[i] for i in anchored)
     if checks.holds(claim, facts, set(facts.words)):
         return HELD
-    if claim.check == "name" and checks.shortened(claim.text, said, facts, evidence.all_facts):
+    if claim.check == "name" and (
+        checks.shortened(claim.text, said, facts, evidence.all_facts)
+        or any(
+            checks.said_beside(claim.text, written, unit, facts)
+            for unit in evidence.facts
+            if claim.text in unit.names
+        )
+    ):
         return HELD
     if evidence.units[best].record or checks.rivals(claim, evidence.facts[best], said):
         return DISPLACED

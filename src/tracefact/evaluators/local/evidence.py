@@ -157,10 +157,15 @@ def _table(lines: list[str]) -> list[str] | None:
         return None
     rows = [row + [""] * (width - len(row)) for row in rows]
     header, body = rows[0], rows[1:]
-    if any(any(ch.isdigit() for ch in cell) for cell in header):
+    if any(_VALUE_CELL.search(cell) for cell in header):  # no header: the rows are values
         return ["; ".join(row) for row in rows]
     records = [{h: cell or None for h, cell in zip(header, row, strict=True)} for row in body]
     return _with_summary("", records)
+
+
+_VALUE_CELL = re.compile(r"\d{3}|\d[.,:/-]\d|^\W*\d+\W*$")
+"""A cell that holds a value ("2025-03-22", "8437", "TX9186332"), not a field's name
+("card_last4", "p95 ms")."""
 
 
 def _cells(line: str) -> list[str]:
@@ -177,11 +182,12 @@ def _field_records(lines: list[str]) -> list[str] | None:
     """Records of fields, one a line, after an optional heading line; with a summary line.
 
     ``checkout-api — state: degraded; p95 latency ms: 2233; on call: Hugo Costa``. None
-    unless there are at least two and every line but the heading is one.
+    unless every line but the heading is one, and there are two or a heading names the
+    call that returned one (``get_order(order_id="#100722") ->``).
     """
     heading = lines[:1] if _fields_of(lines[0]) is None else []
     records = [_fields_of(line) for line in lines[len(heading) :]]
-    if len(records) < 2 or any(record is None for record in records):
+    if len(records) < 2 - len(heading) or any(record is None for record in records):
         return None
     return heading + _with_summary("", [record for record in records if record is not None])
 

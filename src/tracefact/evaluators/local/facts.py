@@ -139,7 +139,8 @@ _DIRECTION_NEUTRAL = frozenset({"on", "for", "with", "up", "down", "over", "all"
 they count only as part of the aligned comparison, never as a flip by themselves."""
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_NAME = re.compile(r"[A-Z][\w'’\-]*|[A-Z]{2,}")
+_NAME = re.compile(r"(?<!\d)(?:[A-Z][\w'’\-]*|[A-Z]{2,})")
+"""A capitalised word; not a letter written onto a number ("28E", "4K")."""
 
 
 def stem(word: str) -> str:
@@ -335,8 +336,8 @@ def extract(text: str, bare: bool = False) -> Facts:
     facts.words = tokens(text)
     facts.negations = sum(1 for word in facts.words if word in NEGATIONS or word.endswith("n't"))
     masked = list(text)
-    for start, end in taken:
-        masked[start:end] = " " * (end - start)
+    for start, end in taken:  # a value is masked as digits: "28E" stays no name
+        masked[start:end] = "0" * (end - start)
     facts.runs = name_runs("".join(masked), bare)
     facts.names = [word for run in facts.runs for word in run]
     return facts
@@ -361,7 +362,7 @@ def name_runs(text: str, bare: bool = False) -> list[tuple[str, ...]]:
             continue
         if key in _UNITS or key in _TENS:  # "Four AA batteries": a number, checked as one
             continue
-        if key.startswith("i'"):  # "I'm", "I'd"
+        if key.partition("'")[0] in STOPWORDS:  # "I'm", "You're", "It's"
             continue
         if not bare and _starts_sentence(text, match.start()):
             following = matches[index + 1] if index + 1 < len(matches) else None
@@ -458,7 +459,8 @@ def holds(claim: Claim, evidence: Facts, words: set[str]) -> bool:
         return claim.minutes in evidence.times
     if claim.check == "state":
         return all(part in words for part in tokens(claim.text))
-    return claim.text in evidence.codes
+    # An identifier may be written inside a longer one ("p95" in "metrics.p95_latency_ms").
+    return claim.text in evidence.codes or claim.text in words
 
 
 def missing(answer: Facts, evidence: Facts, words: set[str]) -> list[Finding]:
@@ -586,6 +588,36 @@ def shortened(name: str, said: Facts, anchor: Facts, evidence: Facts) -> bool:
         if any(run[:end] in short for end in range(1, run.index(name, 1) + 1)):
             return True
     return False
+
+
+def _beside(name: str, words: Sequence[str], names: set[str]) -> set[str]:
+    """The stems of the content words within `_BESIDE` tokens of each place ``name`` stands."""
+    near: set[str] = set()
+    for index, word in enumerate(words):
+        if word == name:
+            window = words[max(0, index - _BESIDE) : index + _BESIDE + 1]
+            near |= {stem(w) for w in window if w not in STOPWORDS and w not in names}
+    return near
+
+
+_BESIDE = 6
+"""How far from a name a word still belongs to what is said of it."""
+
+
+def said_beside(name: str, answer: Facts, source: Facts, anchor: Facts) -> bool:
+    """Whether ``source`` writes ``name`` among words around it that ``anchor`` lacks.
+
+    ``anchor``: where the rest of the sentence is. A sentence fused from several passages
+    ("fell behind to a 12th-minute Callum Price header, levelled through a Jordan Asante
+    penalty") names each party with its own clause: the name is not where most of the
+    sentence is anchored, but its passage says the same of it ("the 12th minute through a
+    header from Callum Price"). A swapped name brings none of its own passage's words
+    along; where it seems to ("a German professional footballer" from another player's
+    passage), the anchor has them too.
+    """
+    names = set(answer.names) | set(source.names)
+    shared = _beside(name, answer.words, names) & _beside(name, source.words, names)
+    return len(shared - anchor.stems) >= 2
 
 
 _COORDINATING = frozenset({"and", "or", "&"})
