@@ -329,6 +329,60 @@ def test_a_right_answer_over_tool_output_has_no_finding(
     assert result.raw["findings"] == []
 
 
+LARKSPUR = json.dumps(
+    {
+        "subscription_id": "sub_17834990",
+        "customer": "Larkspur Capital",
+        "status": "trialing",
+        "seats": 105,
+        "monthly_price": {"amount": 7445.0, "currency": "GBP"},
+        "next_billing_date": None,
+    }
+)
+ACCOUNTS_JSON = "crm.search_accounts() ->\n" + json.dumps(
+    [
+        {
+            "account_id": "ACC-31725",
+            "company": "Glenmoor Studios",
+            "arr": {"amount": 270031.0, "currency": "EUR"},
+            "renewal_date": None,
+            "open_opportunities": 3,
+        },
+        {
+            "account_id": "ACC-93938",
+            "company": "Glenmoor Energy",
+            "arr": {"amount": 228421.0, "currency": "EUR"},
+            "renewal_date": "2025-11-21",
+            "open_opportunities": 6,
+        },
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("context", "question", "answer"),
+    [
+        (
+            LARKSPUR,
+            "What does Larkspur Capital pay a month?",
+            "The subscription's monthly price is £7,445.",
+        ),
+        (
+            ACCOUNTS_JSON,
+            "When does Glenmoor Studios renew? And how many open opportunities does it have?",
+            "Glenmoor Studios doesn't have a renewal date recorded. It has three open "
+            "opportunities.",
+        ),
+    ],
+    ids=["amount-written-with-a-comma", "null-reported"],
+)
+def test_a_tools_numbers_and_nulls_are_read_as_answers_write_them(
+    detector: LocalFactuality, context: str, question: str, answer: str
+) -> None:
+    """The model reads "7,445" and "not set" where the tool wrote 7445.0 and null."""
+    assert judge(detector, context, answer, question).label == "factual"
+
+
 SERVICES = (
     "Tool result (monitoring.get):\n"
     "notifications-svc — state: down; error rate: 11.9; open incidents: 2\n"

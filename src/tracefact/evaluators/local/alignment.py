@@ -277,7 +277,7 @@ def _sentence(
     anchor_tokens = set(anchor.words) | set(asked.facts.names)
     best = evidence.facts[aligned[0]] if aligned else Facts()
     coverage = ranked[0][0] if ranked else 0.0
-    # A record's line holds many fields, one of them perhaps null ("none"): its polarity
+    # A record's line holds many fields, one of them perhaps null ("not set"): its polarity
     # is not a statement's, nor is a field's name before a value a deed.
     prose = bool(aligned) and not evidence.units[aligned[0]].record
     parties = checks.missing_parties(claims, anchor_tokens)

@@ -3,10 +3,11 @@
 An answer sentence is checked against the few units that support it, never against a
 whole document. Prose is cut into sentences. A context that is JSON (a tool's result:
 a record, a list of records, nested objects with nulls) is flattened into one readable
-line per record, ``order id: 4821; status: shipped; tracking number: none``, with the
+line per record, ``order id: 4821; status: shipped; tracking number: not set``, with the
 path of nested keys spelled out, so that a value read from the wrong record or filled in
 where the tool returned null is a fact that the record's own line lacks. An ISO date or
-timestamp, in any unit, is followed by the way answers write it (`_spoken`).
+timestamp, in any unit, is followed by the way answers write it (`_spoken`); a number is
+written as answers write it too (`_amount`: "7,445" for 7445.0), and a null as "not set".
 """
 
 from __future__ import annotations
@@ -51,12 +52,21 @@ def _label(path: Sequence[str]) -> str:
 
 def _scalar(value: Any) -> str:
     if value is None:
-        return "none"
+        return "not set"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, str):
         return value.strip() or "none"
+    if isinstance(value, (int, float)):
+        return _amount(value)
     return json.dumps(value)
+
+
+def _amount(value: float) -> str:
+    """A number as answers write it: "7,445" for 7445.0, "2,397.52" for 2397.52."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if abs(value) >= 1000 else json.dumps(value)
 
 
 def _is_scalar(value: Any) -> bool:
@@ -149,7 +159,7 @@ _LEAST_FIELDS = 3
 def _table(lines: list[str]) -> list[str] | None:
     """A pipe table (``sku | product | 168``), header first: one line per row.
 
-    A row may leave its last cells empty (``Bluefern | team |``): they read as ``none``.
+    A row may leave its last cells empty (``Bluefern | team |``): they read as ``not set``.
     """
     rows = [_cells(line) for line in lines]
     width = len(rows[0])
@@ -242,7 +252,7 @@ def _summary(label: str, records: list[dict[str, Any]]) -> list[str]:
                         _group(label, _label(key), str(value), len(members), names, len(records))
                     )
         if all(n is not None for n in numbers) and not _IDENTIFYING_KEY.search(key[-1]):
-            totals.append(f"{_label(key)} sum: {sum(n for n in numbers if n is not None):.2f}")
+            totals.append(f"{_label(key)} sum: {sum(n for n in numbers if n is not None):,.2f}")
     return [f"{label or 'records'}: " + "; ".join(totals) + _SUMMARY_END, *groups]
 
 
