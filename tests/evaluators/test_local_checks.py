@@ -76,6 +76,8 @@ FAITHFUL = [
     (MATCH, "Jordan Asante converted a penalty before half-time, and Leo Hartigan scored twice."),
     (FILMS, "The Glass Orchard, directed by Marta Quell, stars Ada Rusk and Jonah Pike."),
     (FILMS, "Low Tide is by Nora Vale."),
+    ("Training Day stars Peter Greene.", "Peter Greene starred in Training Day."),
+    ("Low Tide was written by Nora Vale.", "Nora Vale wrote Low Tide."),
     (
         ORDERS,
         "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
@@ -107,6 +109,8 @@ WRONG = [
     ("roles", MATCH, "Rovers equalised before half-time, when Leo Hartigan converted a penalty."),
     ("roles", FILMS, "The Glass Orchard was directed by Jonah Pike and stars Marta Quell."),
     ("roles", FILMS, "Nora Vale starred in Low Tide."),
+    ("roles", "Peter Greene starred in Training Day.", "Peter Greene wrote Training Day."),
+    ("roles", "Little Women was written by Ada Rusk.", "Ada Rusk starred in Little Women."),
     ("number", ORDERS, "Order 4821 has shipped and its total is 54.00."),
     ("code", ORDERS, "Order 4821 has shipped; its tracking number is 1Z99A."),
 ]  # fmt: skip

@@ -652,34 +652,62 @@ def actor_swapped(answer: Facts, source: Facts) -> Finding | None:
     return None
 
 
+_RELATIONS = {
+    form: relation
+    for relation, forms in {
+        "wrote": "wrote written writes authored penned",
+        "starred": "starred stars starring acted",
+        "directed": "directed directs directing",
+        "produced": "produced produces producing",
+        "composed": "composed composes",
+        "founded": "founded co-founded",
+    }.items()
+    for form in forms.split()
+}
+"""Relations between a person and a work that exclude one another where a source names one:
+"wrote" where the source says "starred in" is another relation, not a paraphrase."""
+
+
 def relation_changed(answer: Facts, source: Facts, elsewhere: frozenset[str]) -> Finding | None:
     """The right names with a deed the source gives them nowhere, taken from elsewhere.
 
     "Nora Vale starred in Low Tide" against "Nora Vale wrote Low Tide" where another passage
     has "Ivo Brandt starred in North Pier" (``elsewhere``: the words next to a name in any
     passage): the names are right, the relation between them is another passage's. A deed
-    no context writes next to a name ("appeared in") is a paraphrase, left to the model.
+    no context writes next to a name ("appeared in") is a paraphrase, left to the model;
+    but a relation of `_RELATIONS` is changed wherever the source gives the name another of
+    them and not this one, on either side ("Peter Greene wrote Training Day" against "Peter
+    Greene starred in Training Day", or "Little Women was written by Louisa May Alcott"
+    against "Louisa May Alcott starred in Little Women").
     """
     named = set(source.names)
-    by_name: dict[tuple[str, str], set[str]] = {}
+    deeds_of: dict[str, set[tuple[str, str]]] = {}
     for (side, deed), names in source.deeds.items():
         for name in names:
-            by_name.setdefault((side, name), set()).add(deed)
+            deeds_of.setdefault(name, set()).add((side, deed))
     for (side, deed), names in sorted(answer.deeds.items()):
         verb = deed.split()[0]
-        if stem(verb) in source.stems or verb not in elsewhere:
+        relation = _RELATIONS.get(verb)
+        if stem(verb) in source.stems or (relation is None and verb not in elsewhere):
             continue
         for name in sorted(names & named):
             theirs = {
-                other
-                for other in by_name.get((side, name), set())
+                (their_side, other)
+                for their_side, other in deeds_of.get(name, set())
                 if stem(other.split()[0]) not in answer.stems
             }
-            if theirs:
-                other = sorted(theirs)[0]
+            if relation is None:
+                rivals = {(s, other) for s, other in theirs if s == side}
+            else:
+                relations = {_RELATIONS.get(d.split()[0]) for _, d in deeds_of.get(name, set())}
+                if relation in relations:
+                    continue  # "wrote" for "was written by": the same relation, turned round
+                rivals = {(s, other) for s, other in theirs if _RELATIONS.get(other.split()[0])}
+            if rivals:
+                their_side, other = sorted(rivals)[0]
                 return Finding(
                     "roles",
                     deed,
-                    f"{_side(side, other, name)} there, not {_side(side, deed, name)}",
+                    f"{_side(their_side, other, name)} there, not {_side(side, deed, name)}",
                 )
     return None
