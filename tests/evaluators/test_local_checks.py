@@ -105,6 +105,11 @@ WRONG = [
         "Varn is the capital and largest city of Oskel, and Tarra has its largest port.",
         "Varn is the capital and smallest city of Oskel, and Tarra has its largest port.",
     ),
+    (
+        "direction",
+        "The Sheikh Zayed Grand Mosque, in Abu Dhabi, is the biggest in the Middle East.",
+        "The Sheikh Zayed Grand Mosque, in Abu Dhabi, is the smallest in the Middle East.",
+    ),
     ("roles", NDA, "On request, the disclosing party must return all Confidential Information."),
     ("roles", MATCH, "Rovers equalised before half-time, when Leo Hartigan converted a penalty."),
     ("roles", FILMS, "The Glass Orchard was directed by Jonah Pike and stars Marta Quell."),

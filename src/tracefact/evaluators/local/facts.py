@@ -90,6 +90,7 @@ _OPPOSITES = [
     ("grew", "shrank"), ("gain", "loss"), ("gained", "lost"), ("raised", "lowered"),
     ("higher", "lower"), ("highest", "lowest"), ("more", "less"), ("more", "fewer"),
     ("most", "least"), ("greater", "smaller"), ("larger", "smaller"), ("largest", "smallest"),
+    ("bigger", "smaller"), ("biggest", "smallest"),
     ("above", "below"), ("over", "under"), ("before", "after"), ("earlier", "later"),
     ("earliest", "latest"), ("first", "last"), ("maximum", "minimum"), ("up", "down"),
     ("won", "lost"), ("win", "lose"), ("wins", "loses"), ("accepted", "rejected"),
