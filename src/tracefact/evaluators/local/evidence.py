@@ -63,10 +63,17 @@ def _scalar(value: Any) -> str:
 
 
 def _amount(value: float) -> str:
-    """A number as answers write it: "7,445" for 7445.0, "2,397.52" for 2397.52."""
+    """A number as answers write it: "7,445" for 7445.0, "2,397.52" for 2397.52.
+
+    A whole number that may be a year ("founded": 1998) keeps no comma.
+    """
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return f"{value:,}" if abs(value) >= 1000 else json.dumps(value)
+    year = isinstance(value, int) and _YEARS[0] <= value <= _YEARS[1]
+    return f"{value:,}" if abs(value) >= 1000 and not year else json.dumps(value)
+
+
+_YEARS = (1800, 2100)
 
 
 def _is_scalar(value: Any) -> bool:

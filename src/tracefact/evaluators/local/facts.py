@@ -661,7 +661,7 @@ _RELATIONS = {
         "directed": "directed directs directing",
         "produced": "produced produces producing",
         "composed": "composed composes",
-        "founded": "founded co-founded",
+        "founded": "founded founds",
     }.items()
     for form in forms.split()
 }
@@ -678,8 +678,8 @@ def relation_changed(answer: Facts, source: Facts, elsewhere: frozenset[str]) ->
     no context writes next to a name ("appeared in") is a paraphrase, left to the model;
     but a relation of `_RELATIONS` is changed wherever the source gives the name another of
     them and not this one, on either side ("Peter Greene wrote Training Day" against "Peter
-    Greene starred in Training Day", or "Little Women was written by Louisa May Alcott"
-    against "Louisa May Alcott starred in Little Women").
+    Greene starred in Training Day", or "Little Women was written by Ada Rusk" against
+    "Ada Rusk starred in Little Women").
     """
     named = set(source.names)
     deeds_of: dict[str, set[tuple[str, str]]] = {}
