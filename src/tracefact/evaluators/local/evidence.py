@@ -57,9 +57,7 @@ def _scalar(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, str):
         return value.strip() or "none"
-    if isinstance(value, (int, float)):
-        return _amount(value)
-    return json.dumps(value)
+    return _amount(value)  # callers pass scalars (`_is_scalar`): a number is left
 
 
 def _amount(value: float) -> str:

@@ -692,16 +692,16 @@ def relation_changed(answer: Facts, source: Facts, elsewhere: frozenset[str]) ->
         if stem(verb) in source.stems or (relation is None and verb not in elsewhere):
             continue
         for name in sorted(names & named):
+            given = deeds_of.get(name, set())
             theirs = {
                 (their_side, other)
-                for their_side, other in deeds_of.get(name, set())
+                for their_side, other in given
                 if stem(other.split()[0]) not in answer.stems
             }
             if relation is None:
                 rivals = {(s, other) for s, other in theirs if s == side}
             else:
-                relations = {_RELATIONS.get(d.split()[0]) for _, d in deeds_of.get(name, set())}
-                if relation in relations:
+                if relation in {_RELATIONS.get(other.split()[0]) for _, other in given}:
                     continue  # "wrote" for "was written by": the same relation, turned round
                 rivals = {(s, other) for s, other in theirs if _RELATIONS.get(other.split()[0])}
             if rivals:
