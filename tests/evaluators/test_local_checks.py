@@ -230,6 +230,8 @@ def test_sentences_that_claim_nothing_are_not_judged(
     result = judge(detector, SHIPPING, answer, question="Are returns free?")
     assert result.raw["sentence_scores"][0] == 0.0 and result.raw["sentence_scores"][2] == 0.0
     assert result.label == "factual"
+    # No score weighs them, so the model spends no run on them: one run, the claim's.
+    assert result.raw["sequences"] == 1
 
 
 def test_names_and_numbers_the_question_gave_are_not_claims(detector: LocalFactuality) -> None:

@@ -56,7 +56,8 @@ class SentenceEvidence:
 
     supports: list[SentenceSupport]
     rows: list[list[float]]
-    """Per sentence: the model's logit (its worst piece), then `SentenceSupport.row`."""
+    """Per sentence: the model's logit (its worst piece; -10 where the sentence is not
+    judged, so not read), then `SentenceSupport.row`."""
     sequences: int
     """Model inputs read for the case."""
     question: str
@@ -180,6 +181,7 @@ class LocalFactuality:
                 [unit.text for unit in found.units],
                 [item.ranked for item in supports],
                 runtime.config,
+                judged=[item.judged for item in supports],
             )
             sentence_logits = [-math.inf] * len(sentences)
             for item, logit in zip(inputs, runtime.logits(inputs), strict=True):

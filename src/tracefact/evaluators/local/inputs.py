@@ -60,11 +60,14 @@ def model_inputs(
     evidence: Sequence[str],
     ranked: Sequence[Sequence[int]],
     config: ModelConfig,
+    judged: Sequence[bool] | None = None,
 ) -> list[ModelInput]:
     """The inputs of one case.
 
     Each sentence (in pieces of `max_sentence_tokens`) with the best-ranked units of
-    ``evidence`` that fit, in their order in the contexts.
+    ``evidence`` that fit, in their order in the contexts. Sentences whose ``judged`` is
+    false ("Let me know if you need anything else") get no run: no score weighs them, but
+    they still stand before the next sentence as what its "it" refers to.
     """
     encoded = tokenizer.encode_many([question, *sentences, *evidence])
     question_ids = encoded[0][-config.max_question_tokens :] if question.strip() else []
@@ -72,6 +75,8 @@ def model_inputs(
     unit_ids = encoded[1 + len(sentences) :]
     inputs = []
     for index, (ids, order) in enumerate(zip(sentence_ids, ranked, strict=True)):
+        if judged is not None and not judged[index]:
+            continue
         # The sentence before says what "it" or "also" refers to.
         before = sentence_ids[index - 1][-config.max_previous_tokens :] if index else []
         head = [config.cls_id, *question_ids, *before, config.sep_id]
