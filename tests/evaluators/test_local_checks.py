@@ -470,6 +470,34 @@ def test_records_listed_by_a_shared_state_are_read_together(
     assert result.raw["findings"] == []
 
 
+LEAVE = json.dumps(
+    [
+        {"request_id": "LV-1991", "employee": "Amara Esposito", "start_date": "2025-06-29"},
+        {"request_id": "LV-4621", "employee": "Greta Iqbal", "start_date": "2025-04-24"},
+        {"request_id": "LV-1813", "employee": "Soren Zielinski", "start_date": "2025-05-28"},
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        ("Amara Esposito's leave request starts on June 29.", None),
+        ("Amara Esposito's leave request starts on April 24.", "April 24"),
+        ("Her leave starts on 24 April, according to LV-1991.", "24 April"),
+        ("LV-1991 starts on 29 June; Greta Iqbal's starts on 24 April.", None),
+    ],
+)
+def test_a_value_is_read_from_the_record_the_answer_names(
+    detector: LocalFactuality, answer: str, wrong: str | None
+) -> None:
+    """A date from another record is misplaced, however much it pulls the anchor there."""
+    question = "When does Amara Esposito's leave request start?"
+    result = judge(detector, LEAVE, answer, question=question)
+    found = [finding["text"] for finding in result.raw["findings"]]
+    assert wrong in found if wrong else found == []
+
+
 INCIDENTS = (
     "incidents.list() ->\n"
     "incident_id | status | service | p95_latency_ms\n"

@@ -258,7 +258,7 @@ def _sentence(
     said = Facts.merge([sentence_facts, asked.facts])
     placed = {
         claim: (
-            _placed_near_question(evidence, claim, sorted(asked.words))
+            _placed_near_question(evidence, claim, sorted(asked.words), said)
             if short
             else _placed_where_anchored(
                 evidence, claim, [*lookup, *keys], leaning, said, sentence_facts
@@ -379,13 +379,16 @@ _PLACEMENT_REASONS = {
 }
 
 
-def _placed_near_question(evidence: Evidence, claim: checks.Claim, question: list[str]) -> str:
+def _placed_near_question(
+    evidence: Evidence, claim: checks.Claim, question: list[str], said: Facts
+) -> str:
     """Whether a bare answer's value ("Paris") is in one of the units the question points to.
 
     A question may need several sentences to answer ("When was the choreographer of X
     born?"), so any of the few units that share its words will do; a question that shares
     none with the contexts leaves nothing to place the value by. A record a later result
-    replaced is no longer so (`_latest`).
+    replaced is no longer so (`_latest`), and a value must be in the records the answer or
+    question names (`_held_by_named_records`).
     """
     scores = [(score, i) for score, i in evidence.ranked(question) if score > 0]
     # On a tie a record comes before the lines that group records by a value: they share
@@ -395,11 +398,47 @@ def _placed_near_question(evidence: Evidence, claim: checks.Claim, question: lis
     if not ranked:
         return HELD
     facts = Facts.merge(evidence.facts[i] for i in _latest(evidence, sorted(ranked)))
-    return HELD if checks.holds(claim, facts, set(facts.words)) else DISPLACED
+    if not checks.holds(claim, facts, set(facts.words)):
+        return DISPLACED
+    return _held_by_named_records(evidence, claim, said)
 
 
 _NEAR_QUESTION = 3
 """How many of the units that share the question's words a bare answer may come from."""
+
+
+def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts) -> str:
+    """`DISPLACED` where a value is in none of the records the sentence or question names.
+
+    "Amara Esposito's leave starts on April 24", April 24 being Greta Iqbal's: records
+    share their fields' names, so a value read from the wrong record pulls the sentence's
+    anchor (or a bare answer's units) to that record; the name or id given says which
+    record it is about. The counts and groups of their lists belong to each of them.
+    `HELD` where no record is named, and for claims that are not values.
+    """
+    if claim.check not in _RECORD_VALUES or not evidence.records:
+        return HELD
+    names = {f"^{name}" for name in said.names} | {f"#{code}" for code in said.codes}
+    names.discard(claim.key)
+    named = [
+        i
+        for i, unit in enumerate(evidence.units)
+        if unit.record and not (unit.summary or unit.group) and names & evidence.words[i]
+    ]
+    if not named:
+        return HELD
+    passages = {evidence.units[i].passage for i in named}
+    lists = [
+        i
+        for i, unit in enumerate(evidence.units)
+        if (unit.summary or unit.group) and unit.passage in passages
+    ]
+    facts = Facts.merge(evidence.facts[i] for i in [*named, *lists])
+    return HELD if checks.holds(claim, facts, set(facts.words)) else DISPLACED
+
+
+_RECORD_VALUES = frozenset({"number", "date", "time", "code"})
+"""Claims a wrong record may supply (a name is placed by the anchor as it is)."""
 
 
 def _placed_where_anchored(
@@ -423,7 +462,8 @@ def _placed_where_anchored(
     and so is one that its own passage writes with the words around it (`facts.said_beside`).
     Counts and sums of a list (`evidence._summary`) belong to every record of it; a
     sentence anchored nowhere is checked against everything, so nothing of it is
-    misplaced.
+    misplaced. A value held there must also be in the records the sentence names
+    (`_held_by_named_records`).
     """
     left_out = {claim.key, stem(claim.text)}
     if claim.check == "name":  # the rest of its name ("Heritage Group") would pull too
@@ -444,7 +484,7 @@ def _placed_where_anchored(
     anchored = [*aligned, *summaries]
     facts = Facts.merge(evidence.facts[i] for i in anchored)
     if checks.holds(claim, facts, set(facts.words)):
-        return HELD
+        return _held_by_named_records(evidence, claim, said)
     if claim.check == "name" and (
         checks.shortened(claim.text, said, facts, evidence.all_facts)
         or any(
