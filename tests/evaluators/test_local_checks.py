@@ -394,6 +394,38 @@ def test_a_tools_numbers_and_nulls_are_read_as_answers_write_them(
     assert judge(detector, context, answer, question).label == "factual"
 
 
+HALDEN = (
+    "Tool result (billing.get_subscription):\nsubscription_id: sub_4410\ncustomer: Halden "
+    "Freight\nplan: Team\nstatus: active\nseats: 42\nmonthly_price: 4820.00 GBP\n"
+    "next_billing_date: 2025-06-02"
+)
+ORDER_TOTAL = json.dumps(
+    {
+        "order_id": "ORD-20417",
+        "status": "shipped",
+        "total": {"amount": 389.45, "currency": "EUR"},
+        "placed_at": "2025-05-11",
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("context", "question", "answer", "label"),
+    [
+        (HALDEN, "What does Halden Freight pay?", "It costs £4,820 a month.", "factual"),
+        (HALDEN, "What does Halden Freight pay?", "It costs £4,280 a month.", "hallucinated"),
+        (ORDER_TOTAL, "How much was order ORD-20417?", "It came to €389.45.", "factual"),
+        (ORDER_TOTAL, "How much was order ORD-20417?", "It came to €398.45.", "hallucinated"),
+    ],
+    ids=["code-after", "code-after-changed", "currency-field", "currency-field-changed"],
+)
+def test_an_amount_in_a_currency_code_is_read_as_answers_write_it(
+    detector: LocalFactuality, context: str, question: str, answer: str, label: str
+) -> None:
+    """The model reads "£4,820" where the tool wrote 4820.00 GBP, and so on."""
+    assert judge(detector, context, answer, question).label == label
+
+
 SERVICES = (
     "Tool result (monitoring.get):\n"
     "notifications-svc — state: down; error rate: 11.9; open incidents: 2\n"

@@ -6,8 +6,9 @@ a record, a list of records, nested objects with nulls) is flattened into one re
 line per record, ``order id: 4821; status: shipped; tracking number: not set``, with the
 path of nested keys spelled out, so that a value read from the wrong record or filled in
 where the tool returned null is a fact that the record's own line lacks. An ISO date or
-timestamp, in any unit, is followed by the way answers write it (`_spoken`); a number is
-written as answers write it too (`_amount`: "7,445" for 7445.0), and a null as "not set".
+timestamp, in any unit, is followed by the way answers write it (`_spoken`), and so is an
+amount in a currency's code (`_priced`: "4820.00 GBP (£4,820)"); a number is written as
+answers write it too (`_amount`: "7,445" for 7445.0), and a null as "not set".
 """
 
 from __future__ import annotations
@@ -382,13 +383,36 @@ def _spoken(match: re.Match[str]) -> str:
     return f"{match.group()} ({said})"
 
 
+_CURRENCY_SIGNS = {"USD": "$", "EUR": "\u20ac", "GBP": "\u00a3"}
+_MONEY = re.compile(
+    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"  # the amount
+    r"((?:;[ \w]*? currency:)? )(USD|EUR|GBP)\b"  # its currency, after it or in the next field
+)
+
+
+def _priced(match: re.Match[str]) -> str:
+    """An amount in a currency's code, then as answers write it.
+
+    "6305.00 GBP (\u00a36,305)", and for a tool's ``{"amount": 472.91, "currency": "EUR"}``
+    "total amount: 472.91 (\u20ac472.91); total currency: EUR": the model then reads the
+    amount the way an answer states it.
+    """
+    whole, cents, between, code = match.groups()
+    cents = cents or ""
+    spoken_cents = f"{cents:0<3}" if cents.strip(".0") else ""  # "£4,820", "£12.50"
+    said = f"{_CURRENCY_SIGNS[code]}{int(whole.replace(',', '')):,}{spoken_cents}"
+    if between.startswith(";"):  # the currency is the next field's: say it by the amount
+        return f"{whole}{cents} ({said}){between}{code}"
+    return f"{match.group()} ({said})"
+
+
 def units(contexts: Sequence[str]) -> list[Unit]:
     """Every context's evidence lines, in order."""
     found = []
     for index, text in enumerate(contexts):
         lines, record = readable(text)
         for line in lines:
-            line = _ISO_DATE.sub(_spoken, line)
+            line = _MONEY.sub(_priced, _ISO_DATE.sub(_spoken, line))
             grouped = _GROUP.search(line) if record else None
             stated = grouped or (_STATE_FIELD.search(line) if record else None)
             state = stated.group(1).strip().lower() if stated else ""
