@@ -399,6 +399,10 @@ HALDEN = (
     "Freight\nplan: Team\nstatus: active\nseats: 42\nmonthly_price: 4820.00 GBP\n"
     "next_billing_date: 2025-06-02"
 )
+INCIDENT = (
+    'incidents.get(incident_id="INC-1658") ->\nINC-1658 — service: inventory-sync; status: '
+    "investigating; error_rate_pct: 33.0; p95_latency_ms: 2854; on_call: Ibrahim Ulloa"
+)
 ORDER_TOTAL = json.dumps(
     {
         "order_id": "ORD-20417",
@@ -416,13 +420,22 @@ ORDER_TOTAL = json.dumps(
         (HALDEN, "What does Halden Freight pay?", "It costs £4,280 a month.", "hallucinated"),
         (ORDER_TOTAL, "How much was order ORD-20417?", "It came to €389.45.", "factual"),
         (ORDER_TOTAL, "How much was order ORD-20417?", "It came to €398.45.", "hallucinated"),
+        (INCIDENT, "How bad is latency in INC-1658?", "It is at 2,854 ms.", "factual"),
+        (INCIDENT, "How bad is latency in INC-1658?", "It is at 2,584 ms.", "hallucinated"),
     ],
-    ids=["code-after", "code-after-changed", "currency-field", "currency-field-changed"],
+    ids=[
+        "code-after",
+        "code-after-changed",
+        "currency-field",
+        "currency-field-changed",
+        "unit-in-field-name",
+        "unit-in-field-name-changed",
+    ],
 )
-def test_an_amount_in_a_currency_code_is_read_as_answers_write_it(
+def test_an_amount_with_its_unit_is_read_as_answers_write_it(
     detector: LocalFactuality, context: str, question: str, answer: str, label: str
 ) -> None:
-    """The model reads "£4,820" where the tool wrote 4820.00 GBP, and so on."""
+    """The model reads "£4,820" for 4820.00 GBP and "2,854 ms" for ``p95_latency_ms: 2854``."""
     assert judge(detector, context, answer, question).label == label
 
 

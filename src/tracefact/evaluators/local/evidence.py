@@ -7,7 +7,8 @@ line per record, ``order id: 4821; status: shipped; tracking number: not set``, 
 path of nested keys spelled out, so that a value read from the wrong record or filled in
 where the tool returned null is a fact that the record's own line lacks. An ISO date or
 timestamp, in any unit, is followed by the way answers write it (`_spoken`), and so is an
-amount in a currency's code (`_priced`: "4820.00 GBP (£4,820)"); a number is written as
+amount in a currency's code (`_priced`: "4820.00 GBP (£4,820)") and a field named with its
+unit (`_measured`: "p95_latency_ms: 2854 (2,854 ms)"); a number is written as
 answers write it too (`_amount`: "7,445" for 7445.0), and a null as "not set".
 """
 
@@ -406,13 +407,36 @@ def _priced(match: re.Match[str]) -> str:
     return f"{match.group()} ({said})"
 
 
+_UNIT_SIGNS = {"ms": " ms", "pct": "%", "percent": "%", "kg": " kg", "km": " km", "gb": " GB"}
+_MEASURED = re.compile(
+    r"\b(?:[a-z0-9]+[_ ])+?(ms|pct|percent|kg|km|gb): "  # a field named with its unit
+    r"(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w.,])",
+    re.IGNORECASE,
+)
+
+
+def _measured(match: re.Match[str]) -> str:
+    """A field whose name ends in its unit, then its value as answers write it.
+
+    "p95_latency_ms: 2854 (2,854 ms)", "error_rate_pct: 33.0 (33%)".
+    """
+    unit, whole, decimals = match.groups()
+    decimals = decimals if decimals and decimals.strip(".0") else ""
+    return f"{match.group()} ({int(whole.replace(',', '')):,}{decimals}{_UNIT_SIGNS[unit.lower()]})"
+
+
+_SPOKEN_FORMS = ((_ISO_DATE, _spoken), (_MONEY, _priced), (_MEASURED, _measured))
+"""Values written as tools write them, each followed by the way answers write it."""
+
+
 def units(contexts: Sequence[str]) -> list[Unit]:
     """Every context's evidence lines, in order."""
     found = []
     for index, text in enumerate(contexts):
         lines, record = readable(text)
         for line in lines:
-            line = _MONEY.sub(_priced, _ISO_DATE.sub(_spoken, line))
+            for pattern, spoken in _SPOKEN_FORMS:
+                line = pattern.sub(spoken, line)
             grouped = _GROUP.search(line) if record else None
             stated = grouped or (_STATE_FIELD.search(line) if record else None)
             state = stated.group(1).strip().lower() if stated else ""
