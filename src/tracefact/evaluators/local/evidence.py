@@ -399,12 +399,20 @@ def _priced(match: re.Match[str]) -> str:
     amount the way an answer states it.
     """
     whole, cents, between, code = match.groups()
-    cents = cents or ""
-    spoken_cents = f"{cents:0<3}" if cents.strip(".0") else ""  # "£4,820", "£12.50"
-    said = f"{_CURRENCY_SIGNS[code]}{int(whole.replace(',', '')):,}{spoken_cents}"
+    said = _CURRENCY_SIGNS[code] + _said_number(whole, cents, cents=True)
     if between.startswith(";"):  # the currency is the next field's: say it by the amount
-        return f"{whole}{cents} ({said}){between}{code}"
+        return f"{whole}{cents or ''} ({said}){between}{code}"
     return f"{match.group()} ({said})"
+
+
+def _said_number(whole: str, decimals: str | None, cents: bool = False) -> str:
+    """A number with thousands commas and no zero decimals: "4,820", "12.5" ("12.50")."""
+    decimals = decimals or ""
+    if not decimals.strip(".0"):
+        decimals = ""
+    elif cents:
+        decimals = f"{decimals:0<3}"
+    return f"{int(whole.replace(',', '')):,}{decimals}"
 
 
 _UNIT_SIGNS = {"ms": " ms", "pct": "%", "percent": "%", "kg": " kg", "km": " km", "gb": " GB"}
@@ -421,8 +429,7 @@ def _measured(match: re.Match[str]) -> str:
     "p95_latency_ms: 2854 (2,854 ms)", "error_rate_pct: 33.0 (33%)".
     """
     unit, whole, decimals = match.groups()
-    decimals = decimals if decimals and decimals.strip(".0") else ""
-    return f"{match.group()} ({int(whole.replace(',', '')):,}{decimals}{_UNIT_SIGNS[unit.lower()]})"
+    return f"{match.group()} ({_said_number(whole, decimals)}{_UNIT_SIGNS[unit.lower()]})"
 
 
 _SPOKEN_FORMS = ((_ISO_DATE, _spoken), (_MONEY, _priced), (_MEASURED, _measured))
