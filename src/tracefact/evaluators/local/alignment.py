@@ -132,6 +132,18 @@ class Evidence:
         # On a tie the later unit wins: a later tool result supersedes an earlier one.
         return sorted(scores, key=lambda pair: (-pair[0], -pair[1]))
 
+    def lists_of(self, units: Sequence[int], groups: bool = False) -> list[int]:
+        """The summary lines of the lists these units are in (and their group lines).
+
+        Counts and sums of a list (`evidence._summary`) belong to every record of it.
+        """
+        passages = {self.units[i].passage for i in units}
+        return [
+            i
+            for i, unit in enumerate(self.units)
+            if (unit.summary or (groups and unit.group)) and unit.passage in passages
+        ]
+
 
 @dataclass
 class SentenceSupport:
@@ -418,8 +430,7 @@ def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts)
     """
     if claim.check not in _RECORD_VALUES or not evidence.records:
         return HELD
-    names = {f"^{name}" for name in said.names} | {f"#{code}" for code in said.codes}
-    names.discard(claim.key)
+    names = {c.key for c in checks.claims(said) if c.check in ("name", "code")} - {claim.key}
     named = [
         i
         for i, unit in enumerate(evidence.units)
@@ -427,13 +438,7 @@ def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts)
     ]
     if not named:
         return HELD
-    passages = {evidence.units[i].passage for i in named}
-    lists = [
-        i
-        for i, unit in enumerate(evidence.units)
-        if (unit.summary or unit.group) and unit.passage in passages
-    ]
-    facts = Facts.merge(evidence.facts[i] for i in [*named, *lists])
+    facts = Facts.merge(evidence.facts[i] for i in [*named, *evidence.lists_of(named, True)])
     return HELD if checks.holds(claim, facts, set(facts.words)) else DISPLACED
 
 
@@ -479,10 +484,7 @@ def _placed_where_anchored(
     # several records ("Ana and Omar are confirmed") is anchored to each of them.
     aligned += [i for score, i in ranked if score >= _COMPARABLE * ranked[0][0]]
     aligned = _latest(evidence, sorted(set(aligned)))
-    passages = {evidence.units[i].passage for i in aligned}
-    summaries = [i for i, u in enumerate(evidence.units) if u.summary and u.passage in passages]
-    anchored = [*aligned, *summaries]
-    facts = Facts.merge(evidence.facts[i] for i in anchored)
+    facts = Facts.merge(evidence.facts[i] for i in [*aligned, *evidence.lists_of(aligned)])
     if checks.holds(claim, facts, set(facts.words)):
         return _held_by_named_records(evidence, claim, said)
     if claim.check == "name" and (
