@@ -399,18 +399,18 @@ def _priced(match: re.Match[str]) -> str:
     amount the way an answer states it.
     """
     whole, cents, between, code = match.groups()
-    said = _CURRENCY_SIGNS[code] + _said_number(whole, cents, cents=True)
+    said = _CURRENCY_SIGNS[code] + _said_number(whole, cents, two_places=True)
     if between.startswith(";"):  # the currency is the next field's: say it by the amount
         return f"{whole}{cents or ''} ({said}){between}{code}"
     return f"{match.group()} ({said})"
 
 
-def _said_number(whole: str, decimals: str | None, cents: bool = False) -> str:
+def _said_number(whole: str, decimals: str | None, two_places: bool = False) -> str:
     """A number with thousands commas and no zero decimals: "4,820", "12.5" ("12.50")."""
     decimals = decimals or ""
     if not decimals.strip(".0"):
         decimals = ""
-    elif cents:
+    elif two_places:
         decimals = f"{decimals:0<3}"
     return f"{int(whole.replace(',', '')):,}{decimals}"
 
