@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from tracefact._imports import import_extra
 from tracefact.conventions import DocumentStore
+from tracefact.scrubbing import valid_utf8
 
 logger = logging.getLogger(__name__)
 _BYTES = "length(CAST(text AS BLOB))"
@@ -55,7 +56,9 @@ class SharedDocumentStore(DocumentStore):
 
     def add(self, trace_id: int, texts: Sequence[str]) -> None:
         super().add(trace_id, texts)
-        kept = [t for t in texts if len(t.encode("utf-8", "surrogatepass")) <= self.max_bytes]
+        # A shelf holds UTF-8, which a lone surrogate (OTLP/JSON's "\\ud800") is not.
+        fits = [t for t in texts if len(t.encode("utf-8", "surrogatepass")) <= self.max_bytes]
+        kept = [valid_utf8(text) for text in fits]
         if kept:  # what the shelf cannot take, this consumer's own LLM spans still see
             self.shelf.append(trace_id, kept)
 

@@ -61,6 +61,18 @@ def test_a_retriever_span_routed_twice_does_not_double_its_documents(opener: Ope
     assert opener().documents(5) == ["one", "two"]
 
 
+def test_a_lone_surrogate_is_shared_replaced_and_the_shelf_keeps_working(
+    opener: Opener,
+) -> None:
+    r"""OTLP/JSON's "\ud800" decodes to a lone surrogate, which UTF-8 cannot store."""
+    store = opener()
+    store.add(3, ["half a pair: \ud800 here", "fine"])
+    store.add(4, ["the next trace"])
+
+    assert opener().documents(3) == ["half a pair: ? here", "fine"]
+    assert opener().documents(4) == ["the next trace"]
+
+
 def test_documents_outlive_the_consumer_that_added_them(opener: Opener) -> None:
     dead = opener()
     dead.add(1, ["kept"])
