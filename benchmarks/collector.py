@@ -166,7 +166,14 @@ def llm_trace(rng: random.Random) -> list[Span]:
             "llm.token_count.completion": 14,
         },
     )
-    # Ended first, sent first: the retriever's documents are there when the LLM span is.
+    # As a RAG request runs: the retriever ends before the LLM span starts, inside the
+    # chain, inside the root (an LLM span is judged against documents retrieved before it
+    # ended). Ended first, sent first: the retriever's documents are there when it is.
+    start = root.start_time_unix_nano
+    for span, begins, ends in ((chain, 1, 90), (retriever, 2, 30), (llm, 31, 89)):
+        span.start_time_unix_nano = start + begins * 10**6
+        span.end_time_unix_nano = start + ends * 10**6
+    root.end_time_unix_nano = start + 91 * 10**6
     return [retriever, llm, chain, root]
 
 
