@@ -226,7 +226,11 @@ def document_entry(text: str, ended: int | None) -> str:
 
     ended: when its retriever span ended (unix nanoseconds; None where unknown).
     """
-    return text if ended is None else _DOCUMENT_PREFIX + json.dumps([text, ended])
+    if ended is None:
+        return text
+    # The time, then the text as it is: no JSON to write here and parse in `split_entries`
+    # (a retriever span is remembered on the application's thread).
+    return f"{_DOCUMENT_PREFIX}{ended}\x00{text}"
 
 
 def split_entries(
@@ -242,10 +246,9 @@ def split_entries(
     results: list[ToolResult] = []
     for stored in entries:
         if stored.startswith(_DOCUMENT_PREFIX):
-            fields = loads(stored[len(_DOCUMENT_PREFIX) :])
-            if isinstance(fields, list) and len(fields) == 2 and isinstance(fields[0], str):
-                text, retrieved = fields
-                if ended is None or not isinstance(retrieved, int) or retrieved <= ended:
+            retrieved, _, text = stored[len(_DOCUMENT_PREFIX) :].partition("\x00")
+            if retrieved.isascii() and retrieved.isdigit():
+                if ended is None or int(retrieved) <= ended:
                     documents.append(text)
                 continue
         result = _decoded(stored) if stored.startswith(_ENTRY_PREFIX) else None
