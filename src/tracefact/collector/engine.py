@@ -429,7 +429,9 @@ class Engine:
                 pipeline.deliver(record, held, answer)
             else:
                 admitted, answer = answer, None  # from here the pipeline gives the place back
-                pipeline.evaluate(record, held, admitted)
+                # Read on the evaluation loop (with the trace's evidence as it is now): this
+                # thread goes on routing every other span.
+                pipeline.evaluate(record, held, admitted, prepare=lambda: (record, held))
         except Exception:  # never lose the span: it goes on as received
             logger.exception("evaluation pipeline failed", extra={"event": "pipeline_failed"})
             if answer is not None and not isinstance(answer, Verdict):
