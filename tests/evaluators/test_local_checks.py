@@ -586,6 +586,42 @@ def test_a_sum_over_nested_values_is_checked(detector: LocalFactuality, opening:
     assert [finding["check"] for finding in wrong.raw["findings"]] == ["number"]
 
 
+ORDER_LIST = "list_orders() ->\n" + json.dumps(
+    [
+        {
+            "order_id": number,
+            "total": {"amount": amount, "currency": "GBP"},
+            "status": status,
+            "item_count": items,
+            "shipment": {
+                "carrier": carrier, "tracking_number": tracking, "estimated_delivery": due
+            },
+            "shipping_address": {"city": city},
+        }
+        for number, amount, status, items, carrier, tracking, due, city in [
+            ("A-20559", 752.6, "on hold", 6, "DHL", "6Q725718285", "2025-04-13", "Ghent"),
+            ("ORD-785619", 773.23, "on hold", 7, "FedEx", "RU131607726", "2025-05-08", "Leipzig"),
+            ("ORD-591618", 700.24, "out for delivery", 4, "DPD", "DH203537776", "2025-05-07",
+             "Seville"),
+            ("#107555", 896.7, "out for delivery", 4, "UPS", "8E033412617", "2025-03-28", "Ghent"),
+            ("A-01134", 211.9, "on hold", 3, "FedEx", "2X041187170", "2025-03-15", "Bilbao"),
+        ]
+    ],
+    separators=(",", ":"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("total", "label"), [("3,334.67", "factual"), ("3,343.67", "hallucinated")]
+)
+def test_a_sentence_that_states_a_lists_sum_is_read_against_its_summary_line(
+    detector: LocalFactuality, total: str, label: str
+) -> None:
+    """Its words ("together", "orders", "pounds") are on no line: its sum is on one only."""
+    answer = f"Here's what I found. Together, the five orders come to {total} pounds."
+    assert judge(detector, ORDER_LIST, answer, "What's the total of the orders?").label == label
+
+
 APPOINTMENTS = "clinic.list_appointments() ->\n" + json.dumps(
     [
         {

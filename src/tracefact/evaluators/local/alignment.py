@@ -83,6 +83,9 @@ class Evidence:
     relations a sentence could borrow from another passage (`facts.relation_changed`)."""
     records: bool
     """Whether any unit is a tool's record."""
+    totals: frozenset[str]
+    """Values only a list's summary line states (its sums): a sentence stating one is
+    about that line."""
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Evidence:
@@ -98,6 +101,13 @@ class Evidence:
         merged = Facts.merge(facts)
         states = frozenset(unit.state for unit in found if unit.state)
         deeds = frozenset(deed.split()[0] for item in facts for _, deed in item.deeds)
+        # Numbers' claim keys ("=3334.67"); a list's count is on its group lines too.
+        numbers = [
+            (unit.summary, {w for w in ws if w[0] == "="})
+            for unit, ws in zip(found, words, strict=True)
+        ]
+        summed = set().union(*(keys for summary, keys in numbers if summary))
+        listed = set().union(*(keys for summary, keys in numbers if not summary))
         return cls(
             found,
             words,
@@ -109,6 +119,7 @@ class Evidence:
             states,
             deeds,
             any(unit.record for unit in found),
+            frozenset(summed - listed),
         )
 
     def weight(self, word: str) -> float:
@@ -253,6 +264,11 @@ def _sentence(
     if evidence.records and not (sentence_facts.names or sentence_facts.codes):
         # "The subscription's next invoice is due on March 9": the record asked about.
         lookup = [*lookup, *asked.names]
+    if evidence.totals:  # "Together, the five orders come to 3,334.67": the list's sum line
+        lookup = [
+            *lookup,
+            *(c.key for c in checks.claims(sentence_facts) if c.key in evidence.totals),
+        ]
     leaning = previous if _leans_back(sentence) else []
     ranked = evidence.ranked(lookup, leaning)
     aligned = _anchor(evidence, lookup, ranked)
