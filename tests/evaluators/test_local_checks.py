@@ -543,6 +543,26 @@ def test_a_value_is_read_from_the_record_the_answer_names(
     assert wrong in found if wrong else found == []
 
 
+BOOKINGS = (
+    "Tool result (list_bookings):\n"
+    "booking_ref | flight | passenger | status | gate | seat\n"
+    "7ZMQAM | HX 1977 | Wren Abernethy | cancelled | D29 | 21F\n"
+    "QE4EUL | NV 1383 | Rosa Brennan | cancelled | A25 | 22C\n"
+    "QFP2HH | TL 2130 | Priya Okonkwo | delayed | A26 | 10A"
+)
+
+
+@pytest.mark.parametrize(("gate", "wrong"), [("D29", None), ("A26", "a26")])
+def test_a_record_named_by_a_name_its_fields_write_so_is_the_one_read(
+    detector: LocalFactuality, gate: str, wrong: str | None
+) -> None:
+    """A name no id holds ("HX"), which one record alone writes: the gate must be its."""
+    answer = f"Flight HX 1977 leaves from gate {gate}."
+    result = judge(detector, BOOKINGS, answer, question="Which gate is Flight HX 1977 at?")
+    found = [finding["text"] for finding in result.raw["findings"]]
+    assert wrong in found if wrong else found == []
+
+
 INCIDENTS = (
     "incidents.list() ->\n"
     "incident_id | status | service | p95_latency_ms\n"

@@ -441,17 +441,26 @@ def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts)
     "Amara Esposito's leave starts on April 24", April 24 being Greta Iqbal's: records
     share their fields' names, so a value read from the wrong record pulls the sentence's
     anchor (or a bare answer's units) to that record; the name or id given says which
-    record it is about. The counts and groups of their lists belong to each of them.
-    `HELD` where no record is named, and for claims that are not values.
+    record it is about; a name no record holds as one ("HX" of "Flight HX 1977") names the
+    one record that writes it, when only one does. The counts and groups of their lists
+    belong to each of them. `HELD` where no record is named, and for claims that are not
+    values.
     """
     if claim.check not in _RECORD_VALUES or not evidence.records:
         return HELD
     names = {c.key for c in checks.claims(said) if c.check in ("name", "code")} - {claim.key}
-    named = [
+    records = [
         i
         for i, unit in enumerate(evidence.units)
-        if unit.record and not (unit.summary or unit.group) and names & evidence.words[i]
+        if unit.record and not (unit.summary or unit.group)
     ]
+    named = [i for i in records if names & evidence.words[i]]
+    if not named:  # "Flight HX 1977": a name written so in one record alone
+        for text in {c.text for c in checks.claims(said) if c.check == "name"}:
+            written = re.compile(rf"\b{re.escape(text)}\b", re.I)
+            holders = [i for i in records if written.search(evidence.units[i].text)]
+            if len(holders) == 1:
+                named += holders
     if not named:
         return HELD
     facts = Facts.merge(evidence.facts[i] for i in [*named, *evidence.lists_of(named, True)])
