@@ -56,7 +56,7 @@ class SharedDocumentStore(DocumentStore):
 
     def add(self, trace_id: int, texts: Sequence[str]) -> None:
         super().add(trace_id, texts)
-        # A shelf holds UTF-8, which a lone surrogate (OTLP/JSON's "\\ud800") is not.
+        # A shelf holds UTF-8, which a lone surrogate (a JSON "\ud800" decoded) is not.
         fits = [t for t in texts if len(t.encode("utf-8", "surrogatepass")) <= self.max_bytes]
         kept = [valid_utf8(text) for text in fits]
         if kept:  # what the shelf cannot take, this consumer's own LLM spans still see
