@@ -91,9 +91,9 @@ class Evidence:
     def of(cls, contexts: Sequence[str]) -> Evidence:
         found = units(contexts)
         facts = [checks.extract(unit.text) for unit in found]
+        claims = [checks.claims(f) for f in facts]
         words = [
-            set(content(u.text)) | {c.key for c in checks.claims(f)}
-            for u, f in zip(found, facts, strict=True)
+            set(content(u.text)) | {c.key for c in cs} for u, cs in zip(found, claims, strict=True)
         ]
         frequency: Counter[str] = Counter(w for ws in words for w in ws)
         count = max(1, len(found))
@@ -101,10 +101,10 @@ class Evidence:
         merged = Facts.merge(facts)
         states = frozenset(unit.state for unit in found if unit.state)
         deeds = frozenset(deed.split()[0] for item in facts for _, deed in item.deeds)
-        # Numbers' claim keys ("=3334.67"); a list's count is on its group lines too.
+        # A list's count is on its group lines too: only its sums are on one line alone.
         numbers = [
-            (unit.summary, {w for w in ws if w[0] == "="})
-            for unit, ws in zip(found, words, strict=True)
+            (unit.summary, {c.key for c in cs if c.check == "number"})
+            for unit, cs in zip(found, claims, strict=True)
         ]
         summed = set().union(*(keys for summary, keys in numbers if summary))
         listed = set().union(*(keys for summary, keys in numbers if not summary))
@@ -448,7 +448,8 @@ def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts)
     """
     if claim.check not in _RECORD_VALUES or not evidence.records:
         return HELD
-    names = {c.key for c in checks.claims(said) if c.check in ("name", "code")} - {claim.key}
+    given = [c for c in checks.claims(said) if c.check in ("name", "code")]
+    names = {c.key for c in given} - {claim.key}
     records = [
         i
         for i, unit in enumerate(evidence.units)
@@ -456,7 +457,7 @@ def _held_by_named_records(evidence: Evidence, claim: checks.Claim, said: Facts)
     ]
     named = [i for i in records if names & evidence.words[i]]
     if not named:  # "Flight HX 1977": a name written so in one record alone
-        for text in {c.text for c in checks.claims(said) if c.check == "name"}:
+        for text in {c.text for c in given if c.check == "name"}:
             written = re.compile(rf"\b{re.escape(text)}\b", re.I)
             holders = [i for i in records if written.search(evidence.units[i].text)]
             if len(holders) == 1:
