@@ -48,7 +48,7 @@ from tracefact.evaluators.local.alignment import Evidence, support  # noqa: E402
 from tracefact.evaluators.local.config import ModelConfig  # noqa: E402
 from tracefact.evaluators.local.inputs import HFTokenizer, ModelInput, model_inputs  # noqa: E402
 
-VERSION = "0.2.5"
+VERSION = "0.3.0"
 
 
 def base_model_dir(given: Path | None) -> Path:
@@ -154,6 +154,68 @@ def build_model(base: Path) -> Verifier:
     encoder = AutoModel.from_pretrained(str(base), attn_implementation="eager")
     encoder.embeddings.word_embeddings.weight.requires_grad_(False)
     return Verifier(encoder, encoder.config.hidden_size)
+
+
+def load_weights(path: Path, model: Verifier) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights, or those an exported int8 ``model.onnx`` was quantised from.
+
+    From an ONNX file, each int8 weight is read back as ``scale * (q - zero_point)``;
+    `export` quantises these to the same bytes again, so a new stage can start from a
+    shipped model whose fp32 checkpoint was not kept. The word embeddings, frozen in
+    training, are the base model's.
+    """
+    if path.suffix != ".onnx":
+        return dict(torch.load(path)["model"])
+    import onnx  # type: ignore[import-not-found,unused-ignore]
+    from onnx import numpy_helper  # type: ignore[import-not-found,unused-ignore]
+
+    graph = onnx.load(str(path)).graph
+    stored = {item.name: numpy_helper.to_array(item) for item in graph.initializer}
+
+    def tensor(value: Any) -> torch.Tensor:
+        return torch.tensor(value.copy(), dtype=torch.float32)
+
+    def dequantised(quantised: str) -> torch.Tensor:
+        name = quantised.removesuffix("_quantized")
+        zero, scale = stored[name + "_zero_point"], stored[name + "_scale"]
+        return tensor((stored[quantised].astype("float32") - zero.astype("float32")) * scale)
+
+    weights = dict(model.state_dict())
+    for part in (
+        "position_embeddings.weight",
+        "token_type_embeddings.weight",
+        "LayerNorm.weight",
+        "LayerNorm.bias",
+    ):
+        weights[f"encoder.embeddings.{part}"] = dequantised(f"encoder.embeddings.{part}_quantized")
+    # The fused graph keeps each layer's query, key and value projections as one QAttention
+    # weight (input x 3 * hidden) and the rest as MatMulInteger weights (input x output), in
+    # layer order: attention output, intermediate, output; the head's last.
+    attention = [node for node in graph.node if node.op_type == "QAttention"]
+    products = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    layers = len(attention)
+    if len(products) != 3 * layers + 1:
+        raise ValueError(f"{path}: not a graph `export` wrote ({len(products)} int8 products)")
+    for index, node in enumerate(attention):
+        prefix = f"encoder.encoder.layer.{index}."
+        joined, bias = dequantised(node.input[1]).T, tensor(stored[node.input[2]])
+        for part, rows, values in zip(
+            ("query", "key", "value"), joined.chunk(3), bias.chunk(3), strict=True
+        ):
+            weights[f"{prefix}attention.self.{part}.weight"] = rows.contiguous()
+            weights[f"{prefix}attention.self.{part}.bias"] = values.contiguous()
+        for offset, part in enumerate(
+            ("attention.output.dense", "intermediate.dense", "output.dense")
+        ):
+            weights[f"{prefix}{part}.weight"] = dequantised(
+                products[3 * index + offset].input[1]
+            ).T.contiguous()
+        for name in weights:
+            if name.startswith(prefix) and name in stored:
+                weights[name] = tensor(stored[name])
+    weights["head.weight"] = dequantised(products[-1].input[1]).T.contiguous()
+    weights["head.bias"] = tensor(stored["head.bias"])
+    return weights
 
 
 def collate(inputs: list[ModelInput], config: ModelConfig) -> tuple[torch.Tensor, ...]:
@@ -287,13 +349,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--save-every", type=int, default=200)
     parser.add_argument("--resume", action="store_true", help="go on from WORK's checkpoint")
-    parser.add_argument("--init", type=Path, default=None, help="start from these weights")
+    parser.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from these weights: a checkpoint, or a model.onnx this script exported",
+    )
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument(
         "--average-with",
         type=Path,
         default=None,
-        help="with --export-only: export the mean of WORK's weights and this checkpoint's",
+        help="with --export-only: export the mean of WORK's weights and these (a checkpoint "
+        "or a model.onnx)",
     )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
@@ -305,12 +373,12 @@ def main() -> None:
     model = build_model(base)
     checkpoint = args.work / "checkpoint.pt"
     if args.export_only:
-        weights = torch.load(checkpoint)["model"]
+        weights = load_weights(checkpoint, model)
         if args.average_with is not None:
             # Weight-space averaging of two fine-tuned stages (WiSE-FT, Wortsman et al. 2022):
             # the later stage's gains on deep paraphrases, the earlier one's on swapped
             # contexts, at the cost of one model.
-            other = torch.load(args.average_with)["model"]
+            other = load_weights(args.average_with, model)
             weights = {
                 name: (value + other[name]) / 2 if value.is_floating_point() else value
                 for name, value in weights.items()
@@ -375,7 +443,7 @@ def train(
     )
     first = 0
     if args.init is not None:
-        model.load_state_dict(torch.load(args.init)["model"])
+        model.load_state_dict(load_weights(args.init, model))
         print(f"weights from {args.init}", flush=True)
     if args.resume and checkpoint.exists():
         state = torch.load(checkpoint)
