@@ -20,6 +20,9 @@ through the same framing and restating, so that style cannot tell them apart.
 Evidence is prose (news articles and Wikipedia paragraphs) or tool output: JSON records,
 lists of records, nested objects with nulls, plain-text results and conversations where a
 later result supersedes an earlier one, generated from schemas of this script's own.
+With ``--highlights``, summaries people wrote follow the training cases: HaluEval
+summarization train's right answers (CNN/Daily Mail highlights) over their own articles,
+each with a twin that has one sentence wrong (`ProseMaker.highlight_pair`).
 Everything is seeded.
 """
 
@@ -34,7 +37,7 @@ import random
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from tracefact.evaluators._text import split_sentences  # noqa: E402
+from tracefact.evaluators._text import content_words, split_sentences  # noqa: E402
 from tracefact.evaluators.local.facts import OPPOSITES, ROLE_WORDS, name_runs  # noqa: E402
 
 # ---------------------------------------------------------------- documents
@@ -691,6 +694,21 @@ _QUESTIONS = [
     "Give me the key facts about {}.", "What should I know about {}?",
 ]  # fmt: skip
 
+_HIGHLIGHT_KINDS = [
+    "withheld", "withheld", "number_change", "contradiction", "entity_swap", "wrong_relation",
+]  # fmt: skip
+"""How a highlight's twin is made wrong, tried in a shuffled order until one applies."""
+
+
+def _words(sentences: Iterable[str]) -> set[str]:
+    return {word for sentence in sentences for word in content_words(sentence)}
+
+
+def _coverage(sentence: str, words: set[str]) -> float:
+    """The share of the sentence's content words that ``words`` holds."""
+    own = set(content_words(sentence))
+    return len(own & words) / max(1, len(own))
+
 
 @dataclass
 class Case:
@@ -920,6 +938,94 @@ class ProseMaker:
         if kind == "conflation":
             return conflate(sentence, doc, index, rng)
         raise ValueError(kind)
+
+    def highlight_pair(self, doc: Document, summary: str) -> tuple[Case, Case] | None:
+        """A summary people wrote of ``doc``, factual, and its twin with one sentence wrong.
+
+        The sentences are deep paraphrases no template makes. The twin's wrong sentence is
+        either left without support (the article sentences that hold its words withheld
+        from the contexts: the same words, now unsupported) or perturbed as `make` does.
+        """
+        rng = self.rng
+        everything = _words(doc.sentences)
+        written = [clean_sentence(s) for s in split_sentences(summary)]
+        written = [
+            s
+            for s in written
+            if 5 <= len(s.split()) <= 45
+            and s.endswith(".")
+            and '"' not in s
+            and _coverage(s, everything) >= 0.75  # a highlight the article does not hold is dropped
+        ]
+        if not written:
+            return None
+        size = min(len(written), rng.choice([1, 2, 2, 3, 3, 4]))
+        start = rng.randrange(len(written) - size + 1)
+        chosen = written[start : start + size]
+        found = sorted(spans(chosen[0]), key=lambda n: -len(n.split()))
+        topic = found[0] if found else (doc.names[0] if doc.names else None)
+        if topic is None:
+            return None
+        question = rng.choice(_QUESTIONS).format(topic)
+
+        def case(
+            sentences: list[str], labels: list[int], kind: str, withheld: set[int]
+        ) -> Case | None:
+            if any(len(split_sentences(s)) != 1 for s in sentences):
+                return None
+            label = "hallucinated" if any(labels) else "factual"
+            contexts = self.contexts(doc, withheld)
+            return Case(question, contexts, sentences, labels, label, kind, doc.domain, "prose")
+
+        factual = case(chosen, [0] * size, "highlight", set())
+        if factual is None:
+            return None
+        bad = rng.randrange(size)
+        kinds = list(_HIGHLIGHT_KINDS)
+        rng.shuffle(kinds)
+        for kind in kinds:
+            sentences, labels, withheld = list(chosen), [0] * size, set()
+            labels[bad] = 1
+            if kind == "withheld":
+                withheld = self.unsupport(doc, chosen, bad)
+                if not withheld:
+                    continue
+            else:
+                changed = self.perturb(kind, chosen[bad], doc, 0)
+                if not changed or changed == chosen[bad]:
+                    continue
+                sentences[bad] = changed
+            twin = case(sentences, labels, f"highlight_{kind}", withheld)
+            if twin is not None:
+                return factual, twin
+        return None
+
+    @staticmethod
+    def unsupport(doc: Document, chosen: list[str], bad: int) -> set[int]:
+        """Up to three article sentences whose absence leaves ``chosen[bad]`` unsupported.
+
+        Empty where that takes more, or where another chosen sentence loses its support too.
+        """
+        target = chosen[bad]
+        ranked = sorted(
+            range(len(doc.sentences)),
+            key=lambda i: -_coverage(target, set(content_words(doc.sentences[i]))),
+        )
+
+        def rest(withheld: set[int]) -> set[str]:
+            return _words(s for i, s in enumerate(doc.sentences) if i not in withheld)
+
+        withheld: set[int] = set()
+        for index in ranked[:3]:
+            withheld.add(index)
+            if _coverage(target, rest(withheld)) <= 0.5:
+                break
+        left = rest(withheld)
+        if _coverage(target, left) > 0.5:
+            return set()
+        if any(_coverage(s, left) < 0.7 for i, s in enumerate(chosen) if i != bad):
+            return set()
+        return withheld
 
 
 def _past_tense_bases(vocabulary: Counter[str]) -> dict[str, str]:
@@ -1550,6 +1656,33 @@ def cases(
             yield case
 
 
+def highlight_cases(
+    data: Path, documents: list[Document], count: int, rng: random.Random
+) -> Iterator[Case]:
+    """Pairs of `ProseMaker.highlight_pair`, ``count`` cases in all.
+
+    From the right summaries of HaluEval's summarization train file whose article is one
+    of ``documents``.
+    """
+    maker = ProseMaker(documents, rng)
+    by_key = {doc.key: doc for doc in documents}
+    made = 0
+    path = data / "halueval_summarization_train.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if made >= count:
+                return
+            record = json.loads(line)
+            if record["hallucinated"]:
+                continue
+            key = hashlib.sha1(" ".join(record["contexts"]).encode()).hexdigest()[:12]
+            doc = by_key.get(key)
+            pair = maker.highlight_pair(doc, record["output"]) if doc is not None else None
+            if pair is not None:
+                made += 2
+                yield from pair
+
+
 def write(path: Path, produced: Iterator[Case], prefix: str) -> Counter[str]:
     counts: Counter[str] = Counter()
     with path.open("w", encoding="utf-8") as handle:
@@ -1581,6 +1714,14 @@ def main() -> None:
     parser.add_argument("--tool-share", type=float, default=0.35)
     parser.add_argument("--seed", type=int, default=1, help="seeds the cases")
     parser.add_argument(
+        "--highlights",
+        type=int,
+        default=0,
+        help="training cases written by people (CNN/Daily Mail highlights and their twins), "
+        "after the --train ones",
+    )
+    parser.add_argument("--highlights-seed", type=int, default=77, help="seeds those cases")
+    parser.add_argument(
         "--split-seed",
         type=int,
         default=None,
@@ -1597,7 +1738,13 @@ def main() -> None:
         ("tune", documents[:cut], args.tune),
         ("train", documents[cut:], args.train),
     ):
-        counts = write(args.out / f"{name}.jsonl", cases(docs, count, args.tool_share, rng), name)
+        produced = cases(docs, count, args.tool_share, rng)
+        if name == "train" and args.highlights:
+            people = random.Random(args.highlights_seed)
+            produced = itertools.chain(
+                produced, highlight_cases(args.data, docs, args.highlights, people)
+            )
+        counts = write(args.out / f"{name}.jsonl", produced, name)
         print(f"{name}: {sum(counts.values())} cases from {len(docs)} documents")
         for key, value in sorted(counts.items()):
             print(f"  {key}: {value}")
