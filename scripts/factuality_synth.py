@@ -860,11 +860,9 @@ class ProseMaker:
             labels.append(0)
         if any(len(split_sentences(s)) != 1 for s in sentences):
             return None
-        found = sorted(spans(originals[0]), key=lambda n: -len(n.split()))
-        topic = found[0] if found else (doc.names[0] if doc.names else None)
-        if topic is None:
+        question = self.question(doc, originals[0])
+        if question is None:
             return None
-        question = rng.choice(_QUESTIONS).format(topic)
         return Case(
             question,
             self.contexts(doc, withheld),
@@ -875,6 +873,12 @@ class ProseMaker:
             doc.domain,
             "prose",
         )
+
+    def question(self, doc: Document, sentence: str) -> str | None:
+        """A question about the longest name in ``sentence``, or the document's first name."""
+        found = sorted(spans(sentence), key=lambda n: -len(n.split()))
+        topic = found[0] if found else (doc.names[0] if doc.names else None)
+        return None if topic is None else self.rng.choice(_QUESTIONS).format(topic)
 
     def short(self, doc: Document, label: str) -> Case | None:
         """A bare answer to a question asked of one sentence, right or swapped.
@@ -962,11 +966,9 @@ class ProseMaker:
         size = min(len(written), rng.choice([1, 2, 2, 3, 3, 4]))
         start = rng.randrange(len(written) - size + 1)
         chosen = written[start : start + size]
-        found = sorted(spans(chosen[0]), key=lambda n: -len(n.split()))
-        topic = found[0] if found else (doc.names[0] if doc.names else None)
-        if topic is None:
+        question = self.question(doc, chosen[0])
+        if question is None:
             return None
-        question = rng.choice(_QUESTIONS).format(topic)
 
         def case(
             sentences: list[str], labels: list[int], kind: str, withheld: set[int]
