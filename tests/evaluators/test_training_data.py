@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from tracefact.evaluators._text import split_sentences
 from tracefact.evaluators.base import EvalCase
 from tracefact.evaluators.local import LocalFactuality
 
@@ -33,25 +34,42 @@ def document(index: int) -> str:
     )
 
 
-def test_the_generator_writes_both_labels_over_prose_and_tool_output(tmp_path: Path) -> None:
+def summary(index: int) -> str:
+    """A summary of `document` whose two sentences are its own, and unique to it."""
+    first, second = document(index).split(". ")[:2]
+    return f"{first}. {second}."
+
+
+def generate(tmp_path: Path, *options: str) -> Path:
+    """The generator's output folder, over 40 summarization and 40 QA documents."""
     data = tmp_path / "data"
     data.mkdir()
     for offset, stem in enumerate(["halueval_summarization", "halueval_qa"]):
         with gzip.open(data / f"{stem}_train.jsonl.gz", "wt", encoding="utf-8") as handle:
             for index in range(40):
-                record = {"contexts": [document(index + 40 * offset)], "output": "-"}
+                record = {
+                    "contexts": [document(index + 40 * offset)],
+                    "output": summary(index + 40 * offset),
+                    "hallucinated": False,
+                }
                 handle.write(json.dumps(record) + "\n")
+                handle.write(json.dumps({**record, "output": "-", "hallucinated": True}) + "\n")
     out = tmp_path / "out"
     subprocess.run(
         [
             sys.executable,
             str(ROOT / "scripts" / "factuality_synth.py"),
-            *("--data", str(data), "--out", str(out), "--train", "60", "--tune", "20"),
+            *("--data", str(data), "--out", str(out), *options),
         ],
         check=True,
         capture_output=True,
         cwd=ROOT,
     )
+    return out
+
+
+def test_the_generator_writes_both_labels_over_prose_and_tool_output(tmp_path: Path) -> None:
+    out = generate(tmp_path, "--train", "60", "--tune", "20")
     train = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     tune = [json.loads(line) for line in (out / "tune.jsonl").read_text().splitlines()]
     assert (len(train), len(tune)) == (60, 20)
@@ -66,3 +84,30 @@ def test_the_generator_writes_both_labels_over_prose_and_tool_output(tmp_path: P
         ]
     )
     assert all(0.0 <= result.score <= 1.0 for result in results)
+
+
+def test_highlights_are_the_summaries_people_wrote_each_with_a_twin_one_sentence_wrong(
+    tmp_path: Path,
+) -> None:
+    out = generate(tmp_path, "--train", "10", "--tune", "4", "--highlights", "20")
+    train = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    people = [row for row in train if row["kind"].startswith("highlight")]
+    assert len(train) == 30 and len(people) == 20
+    summaries = {summary(index) for index in range(40)}
+    for factual, twin in zip(people[::2], people[1::2], strict=True):
+        assert (factual["kind"], factual["label"], twin["label"]) == (
+            "highlight",
+            "factual",
+            "hallucinated",
+        )
+        assert any(factual["output"] in text for text in summaries)
+        assert set(factual["sentence_labels"]) == {0} and sum(twin["sentence_labels"]) == 1
+        said = split_sentences(twin["output"])
+        given = " ".join(twin["contexts"])
+        for sentence, label in zip(said, twin["sentence_labels"], strict=True):
+            # The wrong sentence is not in the contexts (changed, or its support withheld);
+            # the others are, word for word, as people wrote them.
+            assert (sentence in given) is (label == 0), (twin["kind"], sentence)
+        for sentence in split_sentences(factual["output"]):
+            assert sentence in " ".join(factual["contexts"])
+    assert {row["kind"] for row in people[1::2]} > {"highlight_withheld"}
