@@ -1009,21 +1009,15 @@ class ProseMaker:
         Empty where that takes more, or where another chosen sentence loses its support too.
         """
         target = chosen[bad]
-        ranked = sorted(
-            range(len(doc.sentences)),
-            key=lambda i: -_coverage(target, set(content_words(doc.sentences[i]))),
-        )
-
-        def rest(withheld: set[int]) -> set[str]:
-            return _words(s for i, s in enumerate(doc.sentences) if i not in withheld)
-
+        held = [set(content_words(sentence)) for sentence in doc.sentences]
+        ranked = sorted(range(len(held)), key=lambda i: -_coverage(target, held[i]))
         withheld: set[int] = set()
         for index in ranked[:3]:
             withheld.add(index)
-            if _coverage(target, rest(withheld)) <= 0.5:
+            left = set().union(*(words for i, words in enumerate(held) if i not in withheld))
+            if _coverage(target, left) <= 0.5:
                 break
-        left = rest(withheld)
-        if _coverage(target, left) > 0.5:
+        else:
             return set()
         if any(_coverage(s, left) < 0.7 for i, s in enumerate(chosen) if i != bad):
             return set()
