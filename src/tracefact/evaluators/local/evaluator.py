@@ -97,6 +97,7 @@ class LocalFactuality:
         self.name = name
         self.model_path = Path(model_path) if model_path is not None else model_dir()
         self._threshold = threshold
+        self._runtime: Runtime | None = None
         self.max_batch_cases = max_batch_cases
         self.max_wait_ms = max_wait_ms
         self._batchers: dict[asyncio.AbstractEventLoop, Batcher] = {}
@@ -113,7 +114,10 @@ class LocalFactuality:
             return dict(self._stats)
 
     def _load(self) -> Runtime:
-        return load_runtime(self.model_path.resolve())
+        # Looked up once: resolving the path cost more than a case's tokenizer pass.
+        if self._runtime is None:
+            self._runtime = load_runtime(self.model_path.resolve())
+        return self._runtime
 
     def load(self) -> float:
         """Load the model now (it loads lazily otherwise); returns this process's load time."""

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from tracefact.evaluators._text import STOPWORDS
 
@@ -44,6 +44,8 @@ MONTH_SPELLINGS = (
 MONTHS = {name: number for number, names in enumerate(MONTH_SPELLINGS, start=1) for name in names}
 _NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS], key=len, reverse=True))
 _MONTH_WORD = "|".join(sorted(MONTHS, key=len, reverse=True))
+_MONTH_NAME = re.compile(rf"\b(?:{'|'.join(name for name in MONTHS if len(name) > 3)})\b")
+"""A month named without a day ("in March"): four letters or more, so never "may" or "Jan"."""
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2})?)?")
 _DAY_MONTH = re.compile(
@@ -144,8 +146,12 @@ _NAME = re.compile(r"(?<!\d)(?:[A-Z][\w'’\-]*|[A-Z]{2,})")
 """A capitalised word; not a letter written onto a number ("28E", "4K")."""
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """A crude stem, enough to match "prizes" / "prize", "opened" / "opens"."""
+    """A crude stem, enough to match "prizes" / "prize", "opened" / "opens".
+
+    Cached: every unit and sentence of every case stems mostly the same few thousand words.
+    """
     word = word.replace("’", "'").removesuffix("'s")
     if len(word) > 5 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -328,12 +334,7 @@ def extract(text: str, bare: bool = False) -> Facts:
             percent = match.group(5) is not None
             facts.numbers.append(Quantity(match.group(), value, approximate, percent))
             taken.append(match.span())
-    lowered = text.lower()
-    for name, number in MONTHS.items():
-        # "may" is a month only when written "May".
-        spelled = re.search(rf"\b{name}\b", lowered) and (name != "may" or "May" in text)
-        if len(name) > 3 and spelled:
-            facts.months.add(number)
+    facts.months.update(MONTHS[name] for name in _MONTH_NAME.findall(text.lower()))
     facts.words = tokens(text)
     facts.negations = sum(1 for word in facts.words if word in NEGATIONS or word.endswith("n't"))
     masked = list(text)
