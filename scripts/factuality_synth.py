@@ -37,7 +37,7 @@ import random
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,11 @@ def spans(text: str) -> list[str]:
     return found
 
 
+def document_key(text: str) -> str:
+    """A HaluEval record's document (its contexts joined), named by its text."""
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
 def load_documents(data: Path) -> list[Document]:
     """News articles and Wikipedia paragraphs of the HaluEval train files, deduplicated."""
     documents: dict[str, Document] = {}
@@ -118,7 +123,7 @@ def load_documents(data: Path) -> list[Document]:
             for line in handle:
                 record = json.loads(line)
                 text = " ".join(record["contexts"])
-                key = hashlib.sha1(text.encode()).hexdigest()[:12]
+                key = document_key(text)
                 if key in documents:
                     continue
                 sentences = [clean_sentence(s) for s in split_sentences(text)]
@@ -700,10 +705,6 @@ _HIGHLIGHT_KINDS = [
 """How a highlight's twin is made wrong, tried in a shuffled order until one applies."""
 
 
-def _words(sentences: Iterable[str]) -> set[str]:
-    return {word for sentence in sentences for word in content_words(sentence)}
-
-
 def _coverage(sentence: str, words: set[str]) -> float:
     """The share of the sentence's content words that ``words`` holds."""
     own = set(content_words(sentence))
@@ -951,7 +952,8 @@ class ProseMaker:
         from the contexts: the same words, now unsupported) or perturbed as `make` does.
         """
         rng = self.rng
-        everything = _words(doc.sentences)
+        held = [set(content_words(sentence)) for sentence in doc.sentences]
+        everything = set().union(*held)
         written = [clean_sentence(s) for s in split_sentences(summary)]
         written = [
             s
@@ -989,7 +991,7 @@ class ProseMaker:
             sentences, labels, withheld = list(chosen), [0] * size, set()
             labels[bad] = 1
             if kind == "withheld":
-                withheld = self.unsupport(doc, chosen, bad)
+                withheld = self.unsupport(held, chosen, bad)
                 if not withheld:
                     continue
             else:
@@ -1003,13 +1005,13 @@ class ProseMaker:
         return None
 
     @staticmethod
-    def unsupport(doc: Document, chosen: list[str], bad: int) -> set[int]:
+    def unsupport(held: list[set[str]], chosen: list[str], bad: int) -> set[int]:
         """Up to three article sentences whose absence leaves ``chosen[bad]`` unsupported.
 
-        Empty where that takes more, or where another chosen sentence loses its support too.
+        ``held``: each article sentence's content words. Empty where that takes more, or
+        where another chosen sentence loses its support too.
         """
         target = chosen[bad]
-        held = [set(content_words(sentence)) for sentence in doc.sentences]
         ranked = sorted(range(len(held)), key=lambda i: -_coverage(target, held[i]))
         withheld: set[int] = set()
         for index in ranked[:3]:
@@ -1671,8 +1673,7 @@ def highlight_cases(
             record = json.loads(line)
             if record["hallucinated"]:
                 continue
-            key = hashlib.sha1(" ".join(record["contexts"]).encode()).hexdigest()[:12]
-            doc = by_key.get(key)
+            doc = by_key.get(document_key(" ".join(record["contexts"])))
             pair = maker.highlight_pair(doc, record["output"]) if doc is not None else None
             if pair is not None:
                 made += 2
