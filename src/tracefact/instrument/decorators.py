@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -46,11 +47,16 @@ class _Plan:
     """The function takes a `model` argument, recorded when no model was given."""
     base: dict[str, Any]
     """The attributes every span of the function starts with, when its model is fixed."""
+    input_index: int
+    contexts_index: int
+    """Where the input and the contexts come among positional arguments (`sys.maxsize`
+    where they can only be given by keyword)."""
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-        contexts = UNSET
-        if self.contexts_name is not None:
-            contexts = self._argument(self.contexts_name, args, kwargs)
+        contexts, name = UNSET, self.contexts_name
+        if name is not None:
+            index = self.contexts_index
+            contexts = args[index] if index < len(args) else kwargs.get(name, UNSET)
         input = self._input(args, kwargs)
         if self.model is None and self.model_parameter:
             found = self._argument("model", args, kwargs)
@@ -69,7 +75,8 @@ class _Plan:
     def _input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The named input argument, else the one or several captured arguments."""
         if self.input_name is not None:
-            return self._argument(self.input_name, args, kwargs)
+            index = self.input_index
+            return args[index] if index < len(args) else kwargs.get(self.input_name, UNSET)
         rest = {
             name: value
             for name, value in [*zip(self.positional, args, strict=False), *kwargs.items()]
@@ -83,7 +90,7 @@ class _Plan:
         if self.kind == "retriever":
             recorder.record(documents=result)
         else:
-            recorder.record(output=result)
+            recorder.record_output(result)
 
 
 def _plan(
@@ -125,7 +132,14 @@ def _plan(
         captured=captured,
         model_parameter="model" in params,
         base=base_attributes(name, kind, model),
+        input_index=_position(positional, input_name),
+        contexts_index=_position(positional, contexts_name),
     )
+
+
+def _position(positional: tuple[str, ...], name: str | None) -> int:
+    """Where `name` comes among positional arguments; past any call's end when not one."""
+    return positional.index(name) if name in positional else sys.maxsize
 
 
 def _function_name(func: Callable[..., Any]) -> str:

@@ -58,12 +58,13 @@ def deferred(provider: object) -> bool:
     processors, and deferral stops at once.
     """
     owner = _owner
-    return (
-        owner is not None
-        and owner.provider is provider
-        and _processors(owner.provider) is owner.processors
-        and capture_options().redact is None
-    )
+    if owner is None or owner.provider is not provider:
+        return False
+    try:  # `_processors` inlined: this runs as every decorated call starts
+        processors = provider._active_span_processor._span_processors
+    except AttributeError:
+        return False
+    return processors is owner.processors and capture_options().redact is None
 
 
 def _processors(provider: TracerProvider) -> object:

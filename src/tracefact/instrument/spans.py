@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import traceback
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -72,16 +73,18 @@ class SpanRecorder:
         self,
         span: Span,
         kind: Kind,
-        scrubbed: list[str] | None = None,
-        pending: list[str] | None = None,
+        scrubbed: Sequence[str] = (),
+        pending: Sequence[str] | None = None,
     ) -> None:
         self.span = span
         self.kind = kind
         self._token: object | None = None
-        self._scrubbed: list[str] = scrubbed or []
+        self._scrubbed = scrubbed
         """Paths scrubbed so far; the attribute is rewritten whenever this grows."""
         self._pending = pending
-        """Keys of texts left to finish where the span leaves (None: finish as recorded)."""
+        """Keys of texts left to finish where the span leaves (None: finish as recorded).
+
+        Both are replaced, never changed in place: a span starts with shared constants."""
 
     def record(
         self,
@@ -95,29 +98,50 @@ class SpanRecorder:
     ) -> None:
         """Record any of the call's parts; what is not given is left as it is."""
         try:
-            scrubbed = len(self._scrubbed)
-            pending = self._pending
-            waiting = None if pending is None else pending.copy()
+            scrubbed = list(self._scrubbed)
+            waiting = self._pending
+            pending = None if waiting is None else list(waiting)
             attributes: dict[str, Any] = {}
             if input is not UNSET:
-                attributes.update(content_attributes(input, True, self._scrubbed, pending))
+                attributes.update(content_attributes(input, True, scrubbed, pending))
             if contexts is not UNSET:
-                attributes.update(contexts_attributes(_contents(contexts), self._scrubbed, pending))
+                attributes.update(contexts_attributes(_contents(contexts), scrubbed, pending))
             if documents is not UNSET:
-                attributes.update(self._documents(documents))
+                attributes.update(self._documents(documents, scrubbed))
             if output is not UNSET:
-                attributes.update(self._output(output))
-            if len(self._scrubbed) > scrubbed:
-                attributes[semconv.SCRUBBED] = list(self._scrubbed)
-            if pending is not None and pending != waiting:
+                attributes.update(self._output(output, scrubbed, pending))
+            if len(scrubbed) > len(self._scrubbed):
+                attributes[semconv.SCRUBBED] = scrubbed
+            if pending is not None and waiting is not None and pending != list(waiting):
                 attributes[semconv.CONTENT_PENDING] = ",".join(pending)
             if model is not None:
                 attributes.update(_model_attributes(model))
+            self._scrubbed, self._pending = scrubbed, pending
             _write(self.span, attributes)
             if usage is not None:
                 self._record_usage(usage)
         except Exception:
             logger.exception("tracefact: could not record on span")
+
+    def record_output(self, output: Any) -> None:
+        """`record(output=...)`, one attribute write where the output is a short text.
+
+        The common case of a decorated call whose content is finished later: its key was
+        listed pending as the span started, so the text is all there is to write.
+        """
+        pending = self._pending
+        if (
+            pending is not None
+            and type(output) is str
+            and semconv.OUTPUT_VALUE in pending
+            and len(output) <= capture_options().max_attribute_length
+        ):
+            try:
+                self.span.set_attribute(semconv.OUTPUT_VALUE, output)
+            except Exception:
+                logger.exception("tracefact: could not record on span")
+            return
+        self.record(output=output)
 
     def fail(self, exc: BaseException) -> None:
         """Mark the span as failed with this exception (which the caller re-raises).
@@ -127,8 +151,8 @@ class SpanRecorder:
         """
         try:
             options = capture_options()
-            scrubbed = len(self._scrubbed)
-            message, stacktrace = _exception_text(exc, options, self._scrubbed)
+            scrubbed = list(self._scrubbed)
+            message, stacktrace = _exception_text(exc, options, scrubbed)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
             texts = {semconv.EXCEPTION_MESSAGE: message, semconv.EXCEPTION_STACKTRACE: stacktrace}
             try:
@@ -138,8 +162,9 @@ class SpanRecorder:
                     semconv.EXCEPTION_EVENT,
                     {semconv.EXCEPTION_TYPE: type(exc).__qualname__, **texts},
                 )
-            if len(self._scrubbed) > scrubbed:
-                self.span.set_attribute(semconv.SCRUBBED, self._scrubbed)
+            if len(scrubbed) > len(self._scrubbed):
+                self._scrubbed = scrubbed
+                self.span.set_attribute(semconv.SCRUBBED, scrubbed)
         except Exception:
             logger.exception("tracefact: could not record exception")
 
@@ -147,12 +172,14 @@ class SpanRecorder:
         """End the span (the processor then finds contexts an LLM span was not given)."""
         self.span.end()
 
-    def _output(self, output: Any) -> dict[str, Any]:
+    def _output(
+        self, output: Any, scrubbed: list[str], pending: list[str] | None
+    ) -> dict[str, Any]:
         """The output's attributes; an LLM span's output that is not text is only marked.
 
         None is not the answer "null", and a coroutine is not its repr.
         """
-        if self.kind == "llm" and (output is None or isinstance(output, _NOT_TEXT)):
+        if self.kind == "llm" and type(output) is not str and _not_text(output):
             kind = type(output).__name__
             if inspect.iscoroutine(output):
                 logger.warning(
@@ -160,9 +187,9 @@ class SpanRecorder:
                     getattr(self.span, "name", "an LLM function"),
                 )
             return {semconv.OUTPUT_NOT_TEXT: kind}
-        return content_attributes(output, False, self._scrubbed, self._pending)
+        return content_attributes(output, False, scrubbed, pending)
 
-    def _documents(self, result: Any) -> dict[str, Any]:
+    def _documents(self, result: Any, scrubbed: list[str]) -> dict[str, Any]:
         """The documents' attributes, as many as the span has room for, in their order.
 
         Past the span's limit on attributes the SDK would evict the oldest ones, the
@@ -179,7 +206,7 @@ class SpanRecorder:
                 break
             if options.capture_content:
                 key = semconv.retrieval_document(i, semconv.DOCUMENT_CONTENT)
-                attributes[key] = finish(doc.content, options, key, self._scrubbed)
+                attributes[key] = finish(doc.content, options, key, scrubbed)
             if doc.id is not None:  # an id may be a signed URL or carry a token
                 attributes[semconv.retrieval_document(i, semconv.DOCUMENT_ID)] = clean_text(doc.id)
             if doc.score is not None:
@@ -240,7 +267,7 @@ def contexts_attributes(
     options = capture_options()
     if not options.capture_content:
         return {semconv.CONTEXTS_COUNT: len(contents)}
-    if _pend(pending, semconv.CONTEXTS, all(_short(text, options) for text in contents)):
+    if _pend(pending, semconv.CONTEXTS, _all_short(contents, options.max_attribute_length)):
         return {semconv.CONTEXTS: contents}
     texts = [
         finish(text, options, f"{semconv.CONTEXTS}.{i}", scrubbed)
@@ -266,7 +293,7 @@ def content_attributes(
         else (semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE)
     )
     if type(value) is str and options.capture_content:  # the hot path: no serialising
-        if _pend(pending, key, _short(value, options)):
+        if _pend(pending, key, len(value) <= options.max_attribute_length):
             return {key: value}
         return {key: finish(value, options, key, scrubbed)}
     if not options.capture_content:
@@ -281,12 +308,16 @@ def content_attributes(
     return {key: finish(text, options, key, scrubbed)}
 
 
-def _short(text: str, options: CaptureOptions) -> bool:
-    """A text pending content may hold: no cut needed (the cut stays on the app thread).
+def _all_short(texts: list[str], limit: int) -> bool:
+    """Texts pending content may hold: none needs a cut (the cut stays on the app thread).
 
-    A longer one is finished as it is recorded, at a cost bounded by the limit.
+    A longer one is finished as it is recorded, at a cost bounded by the limit. (A loop:
+    `all()` over a generator costs more than the check itself for a few texts.)
     """
-    return type(text) is str and len(text) <= options.max_attribute_length
+    for text in texts:  # noqa: SIM110 (the loop is the point)
+        if type(text) is not str or len(text) > limit:
+            return False
+    return True
 
 
 def _pend(pending: list[str] | None, key: str, short: bool) -> bool:
@@ -304,7 +335,7 @@ def _pend(pending: list[str] | None, key: str, short: bool) -> bool:
 
 def _contents(contexts: Any) -> list[str]:
     """The texts of the contexts given: a list of str as it is, anything else converted."""
-    if type(contexts) is list and all(type(text) is str for text in contexts):
+    if type(contexts) is list and _all_short(contexts, sys.maxsize):
         return contexts
     return [doc.content for doc in to_documents(contexts)]
 
@@ -333,6 +364,13 @@ def _write(span: Span, attributes: dict[str, Any]) -> None:
 
 
 _NOT_TEXT = (bytes, bytearray, memoryview, Coroutine)
+
+
+def _not_text(output: Any) -> bool:
+    """An LLM span's output that is no answer: None, bytes, a coroutine."""
+    return output is None or isinstance(output, _NOT_TEXT)
+
+
 WITHHELD = "[withheld: capture_content=False]"
 
 
@@ -416,12 +454,15 @@ def start_span(
     if kind == "llm" and not options.capture_content:
         attributes[semconv.CAPTURE_CONTENT] = False  # the reader skips: capture_off
     tracer, defer = _tracer()
-    # The output is listed ahead: a text output, the common case, costs no second write.
-    pending = (
-        [semconv.OUTPUT_VALUE]
-        if defer and options.capture_content and kind not in _REMEMBERED
-        else None
-    )
+    span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
+    pending: list[str] | None = None
+    if defer and options.capture_content and kind not in _REMEMBERED:
+        given = _recorded_as_given(attributes, input, contexts, options.max_attribute_length)
+        if given is not None:  # the common case: short texts, nothing else to do now
+            span = tracer.start_span(name, kind=span_kind, attributes=attributes)
+            return SpanRecorder(span, kind, (), given)
+        # The output is listed ahead: a text output, the common case, costs no second write.
+        pending = [semconv.OUTPUT_VALUE]
     scrubbed: list[str] = []
     try:
         if input is not UNSET:
@@ -434,9 +475,49 @@ def start_span(
             attributes[semconv.CONTENT_PENDING] = ",".join(pending)
     except Exception:
         logger.exception("tracefact: could not record the input or contexts")
-    span_kind = SpanKind.CLIENT if kind == "llm" else SpanKind.INTERNAL
     span = tracer.start_span(name, kind=span_kind, attributes=attributes)
     return SpanRecorder(span, kind, scrubbed, pending)
+
+
+def _pending_keys(input: bool, contexts: bool) -> tuple[tuple[str, ...], str]:
+    keys = (
+        semconv.OUTPUT_VALUE,
+        *((semconv.INPUT_VALUE,) if input else ()),
+        *((semconv.CONTEXTS,) if contexts else ()),
+    )
+    return keys, ",".join(keys)
+
+
+_PENDING_AS_GIVEN = {
+    (input, contexts): _pending_keys(input, contexts)
+    for input in (False, True)
+    for contexts in (False, True)
+}
+"""The pending keys of a span started with short texts, by (input given, contexts given):
+shared, never changed (`SpanRecorder` replaces its own), and the attribute's value."""
+
+
+def _recorded_as_given(
+    attributes: dict[str, Any], input: Any, contexts: Any, limit: int
+) -> tuple[str, ...] | None:
+    """The pending keys when every text given is short and is recorded as it is.
+
+    Into `attributes`, with the output's key listed ahead, as `content_attributes` and
+    `contexts_attributes` record them where content is finished later. None, and
+    `attributes` untouched, when anything given needs converting or a cut now.
+    """
+    has_input, has_contexts = input is not UNSET, contexts is not UNSET
+    if has_input and (type(input) is not str or len(input) > limit):
+        return None
+    if has_contexts and (type(contexts) is not list or not _all_short(contexts, limit)):
+        return None
+    if has_input:
+        attributes[semconv.INPUT_VALUE] = input
+    if has_contexts:
+        attributes[semconv.CONTEXTS] = contexts
+    keys, value = _PENDING_AS_GIVEN[has_input, has_contexts]
+    attributes[semconv.CONTENT_PENDING] = value
+    return keys
 
 
 def span(name: str, kind: Kind = "chain", *, model: str | None = None) -> SpanRecorder:
