@@ -289,6 +289,36 @@ def test_metrics_account_for_every_llm_span() -> None:
     assert "tracefact.eval.queue.depth" in points
 
 
+def test_spans_sampled_out_on_many_threads_are_counted_exactly_while_metrics_are_read() -> None:
+    """The sampled-out count takes no lock: no span may be lost, nor counted twice."""
+    reader = InMemoryMetricReader()
+    p = Pipeline(sampler=Never(), meter_provider=MeterProvider(metric_readers=[reader]))
+    threads, per_thread = 4, 200
+    reading = threading.Event()
+
+    def read_all_along() -> None:
+        while not reading.is_set():
+            data_points(reader)
+
+    def sampled_out_spans() -> None:
+        for _ in range(per_thread):
+            p.llm_span()
+
+    readers = [threading.Thread(target=read_all_along)]
+    writers = [threading.Thread(target=sampled_out_spans) for _ in range(threads)]
+    for thread in readers + writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    reading.set()
+    readers[0].join()
+    points = data_points(reader)
+    by_status = {dp.attributes["status"]: dp.value for dp in points["tracefact.eval.spans"]}
+    assert by_status == {"sampled_out": threads * per_thread}
+    assert all(s.attributes[STATUS] == "sampled_out" for s in p.exported())
+    p.close()
+
+
 def test_evaluation_metrics_record_label_score_cost() -> None:
     reader = InMemoryMetricReader()
     p = Pipeline(

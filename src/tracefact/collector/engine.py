@@ -418,7 +418,7 @@ class Engine:
                 else pipeline.admission.admit(held.trace_id, held.span.name, attributes)
             )
             if answer is SAMPLED_OUT:  # by the configured sampler or for want of room: unread
-                pipeline.passed(answer)
+                pipeline.sampled_out()
                 self.writeback.apply(held, answer)  # on this thread: no copy needed
                 return
             # A tree of its own: the verdict is written on the evaluation thread while this

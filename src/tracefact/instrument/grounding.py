@@ -19,6 +19,9 @@ from tracefact.instrument.capture import capture_options, finish
 from tracefact.instrument.documents import to_documents
 
 _KEY = otel_context.create_key("tracefact.grounding")
+_opened = False
+"""Whether any `grounding` block was opened in this process: until one is, an LLM span
+as it starts costs no look-up of the context."""
 
 
 @contextmanager
@@ -28,7 +31,9 @@ def grounding(documents: Any) -> Iterator[None]:
     Strings, dicts or objects with content/text/page_content, as a retriever returns them:
     ``with tracefact.grounding(docs): client.chat.completions.create(...)``
     """
+    global _opened
     texts = tuple(doc.content for doc in to_documents(documents) if doc.content.strip())
+    _opened = True
     token = otel_context.attach(otel_context.set_value(_KEY, texts))
     try:
         yield
@@ -38,6 +43,8 @@ def grounding(documents: Any) -> Iterator[None]:
 
 def grounding_documents(parent_context: otel_context.Context | None = None) -> tuple[str, ...]:
     """The documents of the enclosing `grounding` block, or ()."""
+    if not _opened:
+        return ()
     # Instrumentors that start spans from an explicit parent context (LangChain's
     # callbacks) pass one without our key: the current context still holds it.
     texts = otel_context.get_value(_KEY, parent_context) or otel_context.get_value(_KEY)

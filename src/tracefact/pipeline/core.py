@@ -92,6 +92,9 @@ class Pipeline(Generic[S]):
                 if callable(use):
                     use(meter_provider)
         self._delivery = Delivery(apply, self._metrics, sinks, observers, receipt)
+        self.sampled_out = self._metrics.sampled_out
+        """Count a span refused as it started (`SAMPLED_OUT`, written on it then): its
+        host sends it on as it is; no observer weighs it and no sink gets a result."""
         self._held = options.attach == "enrich"
         # On a busy machine a healthy loop can miss a tenth of a second; replacing it
         # then would time out jobs that were about to finish.
@@ -174,10 +177,6 @@ class Pipeline(Generic[S]):
     def deliver(self, record: SpanRecord, span: S, verdict: Verdict) -> None:
         """Send out a verdict the host decided alone (nested, or already on the span)."""
         self._delivery.deliver(record, span, verdict)
-
-    def passed(self, refusal: Verdict) -> None:
-        """Count a span refused as it started (sampled out): its host sends it on as it is."""
-        self._delivery.passed(refusal)
 
     # --- verdicts out ----------------------------------------------------------------------
     def _release(self, job: Job[S]) -> None:

@@ -100,16 +100,6 @@ class Delivery(Generic[S]):
                     logger.exception("tracefact: result sink %s failed", sink.name)
                     evaluated.settle()  # it did not take the result: nothing to wait for
 
-    def passed(self, refusal: Verdict) -> None:
-        """Count a span refused as it started, the refusal written on it then.
-
-        What `deliver` does with such a verdict, but the applying: the span adds nothing,
-        so its host sends it on as it is; no observer weighs a refused span and no sink
-        gets a result.
-        """
-        if refusal.status is not None:
-            self.metrics.span_finished(refusal.status, None)
-
     def _published(self, record: SpanRecord, span: S, verdict: Verdict) -> list[EvaluatedSpan]:
         """The results the sinks get, each with the host's receipt when it keeps one."""
         if not (self.sinks and verdict.final and verdict.outcomes):

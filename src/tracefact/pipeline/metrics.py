@@ -10,6 +10,8 @@ second `configure()` feeds the same counts, and counters stay cumulative.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
 import weakref
 from collections import Counter
@@ -25,6 +27,27 @@ from tracefact.pipeline.verdict import Outcome
 Observer = Callable[[CallbackOptions], Iterable[Observation]]
 
 
+class Tally:
+    """A count that application threads add to without taking a lock.
+
+    `add` is `next` on an `itertools.count`: one C call, atomic under the GIL, no Python
+    frame. Reading takes a number too; reads are counted and taken off, so `value` must
+    be called under its owner's lock.
+    """
+
+    def __init__(self) -> None:
+        numbers = itertools.count()
+        self._numbers = numbers
+        self.add: Callable[[], int] = functools.partial(next, numbers)
+        self._reads = 0
+
+    def value(self) -> int:
+        """How many times `add` was called (under the owner's lock)."""
+        taken = next(self._numbers)
+        self._reads += 1
+        return taken - self._reads + 1
+
+
 class ProcessMetrics:
     """tracefact's instruments on one meter provider, and the counts behind them."""
 
@@ -34,6 +57,9 @@ class ProcessMetrics:
         # observable counters, costs far less there than a synchronous Counter.add.
         self._lock = threading.Lock()
         self._span_counts: Counter[str] = Counter()
+        self._sampled_out = Tally()
+        """LLM spans refused as they started: the commonest count, so no lock."""
+        self.sampled_out = self._sampled_out.add
         self._export_drops: Counter[str] = Counter()
         self._skip_counts: Counter[str] = Counter()
         self.pipelines: weakref.WeakSet[PipelineMetrics] = weakref.WeakSet()
@@ -58,7 +84,7 @@ class ProcessMetrics:
             ),
             (
                 semconv.METRIC_EVAL_SPANS,
-                self._by_key(self._span_counts, "status"),
+                self._observe_spans,
                 "{span}",
                 "LLM spans by evaluation status",
             ),
@@ -122,6 +148,12 @@ class ProcessMetrics:
 
         return observe
 
+    def _observe_spans(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            snapshot = Counter(self._span_counts)
+            snapshot[semconv.STATUS_SAMPLED_OUT] += self._sampled_out.value()
+        return [Observation(n, {"status": status}) for status, n in snapshot.items() if n]
+
     def _observe_evaluations(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
             snapshot = list(self._evaluation_counts.items())
@@ -175,6 +207,8 @@ class PipelineMetrics:
         A skipped span is also counted under its reason. The process's own counter, bound
         once: every LLM span passes here on an application thread.
         """
+        self.sampled_out: Callable[[], object] = self._process.sampled_out
+        """Count a span refused as it started (`sampled_out`): no lock, no Python frame."""
 
     def evaluated(self, outcome: Outcome) -> None:
         process, result = self._process, outcome.result

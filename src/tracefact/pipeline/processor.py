@@ -207,7 +207,7 @@ class EvaluationProcessor(WrapperSpanProcessor):
         context = span.context
         entry = _NOT_LIVE if context is None else self._live.pop(context.span_id, _NOT_LIVE)
         if entry is SAMPLED_OUT:  # its status went on as it started: it leaves as it is
-            self._pipeline.passed(SAMPLED_OUT)
+            self._pipeline.sampled_out()
             self._end_downstream(span)
             if self._stored_traces:
                 self._forget_at_root(span)
