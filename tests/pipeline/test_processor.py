@@ -17,6 +17,7 @@ from tests.waiting import eventually
 from tracefact import semconv
 from tracefact._clock import ManualClock
 from tracefact.evaluators.lexical import LexicalOverlap
+from tracefact.pipeline import metrics
 from tracefact.sampling import Never, RateLimit
 
 STATUS = semconv.EVAL_STATUS
@@ -333,6 +334,33 @@ def test_evaluation_metrics_record_label_score_cost() -> None:
     assert labels == {"hallucinated": 1, "factual": 1}
     assert points["tracefact.eval.cost"][0].value == pytest.approx(0.004)
     assert points["tracefact.eval.score"][0].count == 2
+
+
+@pytest.mark.parametrize("queued", [1, metrics.MAX_QUEUED_EVALUATIONS])
+def test_evaluation_metrics_reach_every_reader_once(
+    queued: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcomes are recorded as a reader collects, or once `queued` of them wait.
+
+    Each reader sees each evaluation once, whichever reader collects first.
+    """
+    monkeypatch.setattr(metrics, "MAX_QUEUED_EVALUATIONS", queued)
+    first, second = InMemoryMetricReader(), InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[first, second])
+    p = Pipeline([ScriptedEvaluator()], meter_provider=provider)
+    p.llm_span(output="hallucinated")
+    p.llm_span(output="ok")
+    assert p.flush()
+    assert data_points(first)["tracefact.eval.score"][0].count == 2
+    p.llm_span(output="ok")
+    assert p.flush()
+    p.close()
+    for reader in (second, first):
+        points = data_points(reader)
+        labels = {dp.attributes["label"]: dp.value for dp in points["tracefact.evaluations"]}
+        assert labels == {"hallucinated": 1, "factual": 2}
+        assert points["tracefact.eval.score"][0].count == 3
+        assert points["tracefact.eval.duration"][0].count == 3
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
