@@ -25,6 +25,7 @@ from tracefact.pipeline.verdict import Verdict, cleaned, judged, unevaluated
 
 logger = logging.getLogger("tracefact")
 
+ENDED = "evaluation ended without a result"
 OVERRAN = "evaluation did not end by its deadline (the evaluator ignored cancellation)"
 
 
@@ -48,28 +49,50 @@ class Evaluation:
         self.finish = finish
 
     async def run(self, job: Job[Any]) -> None:
-        """Judge the job by its deadline, or end it with `timeout` a grace period later."""
+        """Judge the job by its deadline, or end it with `timeout` a grace period later.
+
+        The job is judged in the calling task, with one timer for the grace period: a
+        task and a future more per job cost the loop more than an instant evaluator.
+        """
         deadline = self.jobs.start(job, self.policy.timeout_seconds)
         if deadline is None:  # finished, or moved off a stuck loop and started elsewhere
             return
-        judging = asyncio.ensure_future(self._judge(job, deadline))
+        task = asyncio.current_task()
+        assert task is not None, "jobs run in a task of the evaluation loop"
+        overran = asyncio.get_running_loop().call_later(
+            deadline + self.grace_seconds - self.jobs.clock.now(), self._overran, job, task
+        )
+        verdict: Verdict | None = None
         try:
-            timeout = deadline + self.grace_seconds - self.jobs.clock.now()
-            await _settled(judging, timeout)
-        finally:  # past its time, or the loop stops: the job ends here either way
-            if not judging.done():
-                judging.cancel()
-                if self.jobs.clock.now() >= deadline:
-                    verdict = unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, OVERRAN)
-                else:
-                    verdict = unevaluated(
-                        semconv.STATUS_SHUTDOWN, job.decision.rate, "evaluation cancelled"
-                    )
+            verdict = await self._judge(job, deadline)
+        except GeneratorExit:  # raised by the evaluator, or this coroutine is closed
+            verdict = unevaluated(semconv.STATUS_ERROR, job.decision.rate, ENDED)
+            raise
+        except asyncio.CancelledError:  # the loop stops, or `_overran`
+            if self.jobs.clock.now() >= deadline:
+                verdict = unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, OVERRAN)
+            else:
+                verdict = unevaluated(
+                    semconv.STATUS_SHUTDOWN, job.decision.rate, "evaluation cancelled"
+                )
+            raise
+        finally:
+            overran.cancel()
+            if verdict is not None:
                 self.finish(job, verdict)
 
-    async def _judge(self, job: Job[Any], deadline: float) -> None:
-        verdict: Verdict | None = None
-        error = "evaluation ended without a result"
+    def _overran(self, job: Job[Any], task: asyncio.Task[Any]) -> None:
+        """The evaluator ignored its cancellation: the job ends and its place is given up.
+
+        The task is cancelled again and left to end whenever the evaluator lets it.
+        """
+        self.finish(job, unevaluated(semconv.STATUS_TIMEOUT, job.decision.rate, OVERRAN))
+        if job.worker is not None:
+            job.worker.leave(task)
+        task.cancel()
+
+    async def _judge(self, job: Job[Any], deadline: float) -> Verdict:
+        """The job's verdict: judged, or `error` when the input or the pipeline failed."""
         try:
             assert job.reading is not None, "a job is read before it is judged"
             case = job.reading.case
@@ -85,32 +108,11 @@ class Evaluation:
             outcomes = [cleaned(outcome) for outcome in results]
             for outcome in outcomes:
                 self.metrics.evaluated(outcome)
-            verdict = judged(outcomes, job.reading, job.decision.rate, started, time.time_ns())
-        except (asyncio.CancelledError, GeneratorExit):  # `run` ended it, or it is closed
+            return judged(outcomes, job.reading, job.decision.rate, started, time.time_ns())
+        except (asyncio.CancelledError, GeneratorExit):
             raise
         except BaseException as exc:  # the input or the pipeline itself failed
             logger.exception("tracefact: evaluation job failed")
-            error = f"{type(exc).__name__}: {exc}"
-        finally:  # nothing if `run` ended it first
-            self.finish(job, verdict or unevaluated(semconv.STATUS_ERROR, job.decision.rate, error))
-
-
-async def _settled(task: asyncio.Future[None], timeout: float) -> None:
-    """Wait until `task` is done or `timeout` seconds passed: `asyncio.wait({task}, timeout)`.
-
-    Without `asyncio.wait`'s sets and counting: this runs once per evaluation.
-    """
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake(_: object = None) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    timer = loop.call_later(timeout, wake)
-    task.add_done_callback(wake)
-    try:
-        await waiter
-    finally:  # done, timed out or cancelled: neither callback outlives the wait
-        timer.cancel()
-        task.remove_done_callback(wake)
+            return unevaluated(
+                semconv.STATUS_ERROR, job.decision.rate, f"{type(exc).__name__}: {exc}"
+            )

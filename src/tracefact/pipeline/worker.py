@@ -59,6 +59,7 @@ class Worker(Generic[Job]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._holding: set[asyncio.Task[object]] = set()  # tasks with a place on the loop
         # Evaluation never traces itself: a judge's litellm call does not become an LLM span.
         self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
@@ -119,8 +120,25 @@ class Worker(Generic[Job]):
     async def _limited(self, job: Job) -> None:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self._concurrency)
-        async with self._semaphore:
+        await self._semaphore.acquire()
+        task = asyncio.current_task()
+        assert task is not None
+        self._holding.add(task)
+        try:
             await self._logged(job)
+        finally:
+            self.leave(task)
+
+    def leave(self, task: asyncio.Task[object]) -> None:
+        """`task` gives its place on the loop up (on the loop's thread), once.
+
+        As its job ends, or earlier: a job whose evaluator ignores its cancellation ends
+        without it, and must not keep a place from the jobs waiting.
+        """
+        if task in self._holding:
+            self._holding.remove(task)
+            assert self._semaphore is not None
+            self._semaphore.release()
 
     def _loop_task(self, coroutine: Coroutine[object, object, None]) -> asyncio.Task[None]:
         assert self._loop is not None
