@@ -420,6 +420,65 @@ def test_an_evaluated_span_differs_only_by_the_evaluation(setup: Setup) -> None:
     assert scope_spans.scope == request.resource_spans[0].scope_spans[0].scope
 
 
+def test_spans_beside_llm_spans_arrive_as_sent_under_their_own_resource_and_scope(
+    setup: Setup,
+) -> None:
+    """LLM spans anywhere in a request (alone in a scope, first, last) are held.
+
+    Every other span goes on at once, byte-identical, under its own resource and scope.
+    """
+    trace_id = next(_trace_ids)
+    layout = {  # service -> scope -> span kinds, in request order
+        "first": {"web": ["http", "llm", "http", "llm", "http"], "llm-only": ["llm"]},
+        "second": {"llm-first": ["llm", "db"], "plain": ["http"]},
+    }
+    request = ExportTraceServiceRequest()
+    ids = itertools.count(0xF00)
+    sent: dict[bytes, tuple[str, str, Span]] = {}
+    for service, scopes in layout.items():
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.append(
+            _kv("service.name", AnyValue(string_value=service))
+        )
+        for scope_name, kinds in scopes.items():
+            scope_spans = resource_spans.scope_spans.add()
+            scope_spans.scope.name = scope_name
+            for kind in kinds:
+                span = scope_spans.spans.add(
+                    trace_id=trace_id.to_bytes(16, "big"),
+                    span_id=next(ids).to_bytes(8, "big"),
+                    parent_span_id=(0xA99).to_bytes(8, "big"),
+                    name=kind,
+                    start_time_unix_nano=1,
+                    end_time_unix_nano=2,
+                )
+                if kind == "llm":
+                    span.attributes.extend(
+                        [
+                            _kv("openinference.span.kind", AnyValue(string_value="LLM")),
+                            _kv("input.value", AnyValue(string_value="How tall is it?")),
+                            _kv("output.value", AnyValue(string_value="It is 330 metres tall.")),
+                            _kv("tracefact.contexts", _strings(DOCUMENT)),
+                        ]
+                    )
+                elif kind == "db":
+                    span.attributes.append(_kv("db.system", AnyValue(string_value="postgresql")))
+                sent[span.span_id] = (service, scope_name, span)
+    _post(setup, request)
+    received = setup.received(trace_id, len(sent))
+    for span in received:
+        service, scope_name, original = sent[span.span_id]
+        where = _resource_and_scope(setup.http_up, span.span_id, span.trace_id)
+        resource_spans, scope_spans = where
+        [name] = [kv.value.string_value for kv in resource_spans.resource.attributes]
+        assert name == service
+        assert scope_spans.scope.name == scope_name
+        if original.name == "llm":
+            assert attributes(span)[semconv.EVAL_STATUS] == "ok"
+        else:
+            assert span.SerializeToString() == original.SerializeToString()
+
+
 def test_spans_an_sdk_already_evaluated_pass_through_untouched(setup: Setup) -> None:
     trace_id = next(_trace_ids)
     request = exotic_request(trace_id, llm=True)
