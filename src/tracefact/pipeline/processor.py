@@ -55,6 +55,9 @@ _ROLE_KEYS_BUT_DB = ROLE_KEYS - {semconv.DB_SYSTEM}
 _NOT_LIVE = object()
 """`_live`'s answer for a span not seen as it started."""
 _DB_SYSTEM = semconv.DB_SYSTEM
+_SAMPLED_OUT_ATTRIBUTES = dict(SAMPLED_OUT.attributes)
+"""`SAMPLED_OUT`'s attributes as a plain dict, the commonest write: a dict updates the
+span's from a dict four times faster than from a mappingproxy."""
 _VECTOR_DBS = semconv.VECTOR_DB_SYSTEMS
 
 
@@ -183,7 +186,8 @@ class EvaluationProcessor(WrapperSpanProcessor):
             return None
         answer = pipeline.admission.admit(span.context.trace_id, span.name, attributes)
         if isinstance(answer, Verdict):  # refused
-            _write(span, {**marks, **answer.attributes} if marks else answer.attributes)
+            refusal = _SAMPLED_OUT_ATTRIBUTES if answer is SAMPLED_OUT else answer.attributes
+            _write(span, {**marks, **refusal} if marks else refusal)
             return answer
         _write(span, {**marks, semconv.EVAL_SAMPLE_RATE: answer.rate})
         return answer
