@@ -27,7 +27,7 @@ from tracefact.pipeline.verdict import Outcome
 Observer = Callable[[CallbackOptions], Iterable[Observation]]
 
 MAX_QUEUED_EVALUATIONS = 65536
-"""Outcomes queued for their metrics (about 8 MiB) before they are recorded without waiting
+"""Outcomes queued for their metrics (about 9 MiB) before they are recorded without waiting
 for a reader to collect them: a scrape every 15 s keeps up with 4,000 evaluations a second."""
 
 _Finished = tuple[str, str, str | None, float | None, float, float | None]
