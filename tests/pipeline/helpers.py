@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,8 @@ class ScriptedEvaluator:
 
     'ok', 'hallucinated', 'slow:<s>', 'hang', 'error', 'flaky:<n>' (n transient failures, then ok),
     'ratelimit', 'garbage', and, uncooperative: 'raise:<Name>' (a builtin or asyncio exception
-    type, BaseExceptions included), 'block' (blocks the event loop until `gate` is set),
+    type, BaseExceptions included), 'busy:<s>' (holds the event loop for s seconds, as CPU
+    work in `evaluate` would), 'block' (blocks the event loop until `gate` is set),
     'swallow' (ignores cancellation until `gate` is set), 'thread' (waits in a thread until
     `gate` is set).
     """
@@ -66,6 +68,8 @@ class ScriptedEvaluator:
                 raise ProviderError("503 unavailable", status_code=503, transient=True)
         elif command == "raise":
             raise (getattr(builtins, argument, None) or getattr(asyncio, argument))()
+        elif command == "busy":
+            time.sleep(float(argument))  # the event loop is held, then free again
         elif command == "block":
             self.gate.wait()  # the event loop is stuck here, as with time.sleep
         elif command == "swallow":

@@ -12,13 +12,15 @@ import sys
 import textwrap
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.pipeline.helpers import Pipeline, ScriptedEvaluator, carriers, evaluated_copies
 from tests.waiting import eventually
 from tracefact import semconv
-from tracefact.evaluators.base import EvalCase, EvalResult
+from tracefact._otel import is_suppressed
+from tracefact.evaluators.base import EvalCase, EvalResult, EvaluatorDescription
 
 STATUS = semconv.EVAL_STATUS
 
@@ -143,6 +145,48 @@ def test_an_evaluator_swallowing_cancellation_still_frees_its_slot(concurrency: 
     finally:
         evaluator.gate.set()
         p.close()
+
+
+def test_a_job_waiting_on_io_is_not_held_back_by_jobs_that_hold_the_loop() -> None:
+    """Jobs that each hold the loop let the others run between them.
+
+    One whose reply has come resumes then, not after all the jobs queued behind it.
+    """
+    with Pipeline(queue_size=300, timeout_seconds=10.0) as p:
+        waiting = p.llm_span(output="slow:0.05", question="waits on its reply")
+        busy = [p.llm_span(output="busy:0.01", question=f"q{i}") for i in range(200)]
+        assert p.flush(30.0)
+        assert {status_of(p, span) for span in [waiting, *busy]} == {semconv.STATUS_OK}
+        [judged] = [s for s in evaluated_copies(p.exported()) if s.context == waiting.context]
+        # Resumed only once the 200 jobs behind it ran, it would have taken 2 s.
+        assert judged.attributes[semconv.EVAL_LATENCY_MS] < 1000
+
+
+class LeavesItsContextAttached:
+    """An evaluator that attaches a context of its own and never detaches it."""
+
+    name = "hallucination"
+
+    def __init__(self) -> None:
+        self.suppressed: list[bool] = []
+
+    def describe(self) -> EvaluatorDescription:
+        return EvaluatorDescription(name=self.name, evaluator="leaky")
+
+    async def evaluate(self, case: EvalCase) -> EvalResult:
+        self.suppressed.append(is_suppressed())
+        otel_context.attach(otel_context.Context())  # no suppression, never detached
+        return EvalResult(name=self.name, label="factual", score=0.1, evaluator="leaky")
+
+
+def test_a_context_one_evaluation_leaves_attached_never_reaches_the_next() -> None:
+    """Evaluations run one after another in one task: each starts suppressed all the same."""
+    evaluator = LeavesItsContextAttached()
+    with Pipeline([evaluator], concurrency=1) as p:
+        spans = [p.llm_span(output="ok", question=f"q{i}") for i in range(3)]
+        assert p.flush()
+        assert [status_of(p, span) for span in spans] == [semconv.STATUS_OK] * 3
+    assert evaluator.suppressed == [True, True, True]
 
 
 def run_script(body: str) -> subprocess.CompletedProcess[str]:

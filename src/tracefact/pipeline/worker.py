@@ -3,9 +3,10 @@
 Jobs are handed over through a deque; the loop is woken at most once per batch of
 submissions, so `submit` costs the application a deque append and, now and then,
 one self-pipe write. Only admitted spans become jobs, so the deque never holds more
-than `queue_size` of them. The loop answers heartbeats so that the watchdog can tell a
-loop an evaluator has blocked, and replace it (see `watchdog.py`); a job's own time
-limit is its handler's business (`evaluation.py`).
+than `queue_size` of them. On the loop, up to `concurrency` consumer tasks take the
+jobs one after another: no task per job. The loop answers heartbeats so that the
+watchdog can tell a loop an evaluator has blocked, and replace it (see `watchdog.py`);
+a job's own time limit is its handler's business (`evaluation.py`).
 
 Executor threads never keep the process alive: `asyncio.to_thread` and
 `run_in_executor(None, ...)` use the loop's default executor, whose threads the
@@ -25,11 +26,16 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, ParamSpec, TypeVar
 
+from opentelemetry import context as otel_context
+
 from tracefact._clock import SYSTEM, Clock
 from tracefact._imports import stop_litellm_worker
 from tracefact._otel import suppressed_context
 
 logger = logging.getLogger("tracefact")
+
+SLICE_SECONDS = 0.005
+"""How long a consumer runs jobs back to back before it lets the loop run its other work."""
 
 Job = TypeVar("Job")
 P = ParamSpec("P")
@@ -53,13 +59,12 @@ class Worker(Generic[Job]):
         self._clock = clock
         self._name = name
         self._concurrency = concurrency
-        self._semaphore: asyncio.Semaphore | None = None
         self._incoming: deque[Job] = deque()
         self._wake_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._holding: set[asyncio.Task[object]] = set()  # tasks with a place on the loop
+        self._consumers: set[asyncio.Task[object]] = set()  # taking jobs from the deque
         # Evaluation never traces itself: a judge's litellm call does not become an LLM span.
         self._context = suppressed_context()
         self._start_lock = threading.Lock()  # two first submissions must start one thread
@@ -112,33 +117,51 @@ class Worker(Generic[Job]):
             loop.close()
 
     def _drain(self) -> None:
-        self._wake_scheduled = False
-        assert self._loop is not None
-        while self._incoming:
-            self._loop_task(self._limited(self._incoming.popleft()))
+        """Start consumers for the jobs submitted, up to `concurrency` running at once.
 
-    async def _limited(self, job: Job) -> None:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self._concurrency)
-        await self._semaphore.acquire()
+        A consumer runs jobs one after another in its own task while the deque has any:
+        a task per job cost the loop more than an instant evaluator's whole run.
+        """
+        self._wake_scheduled = False
+        wanted = min(len(self._incoming), self._concurrency - len(self._consumers))
+        for _ in range(wanted):
+            self._consumer()
+
+    def _consumer(self) -> None:
+        self._consumers.add(self._loop_task(self._consume()))
+
+    async def _consume(self) -> None:
+        """Run jobs from the deque until it is empty, the worker stops or the task left.
+
+        Every `SLICE_SECONDS` it lets the loop run its other work (heartbeats, jobs whose
+        reply has come). Each job starts in the suppressed context the task started in,
+        as a task of its own would: one job's context never reaches the next.
+        """
         task = asyncio.current_task()
-        assert task is not None
-        self._holding.add(task)
+        consumers, incoming, clock = self._consumers, self._incoming, asyncio.get_running_loop()
+        suppressed = otel_context.get_current()
         try:
-            await self._logged(job)
+            yield_at = clock.time() + SLICE_SECONDS
+            while incoming and task in consumers and not self._stopping:
+                if otel_context.get_current() is not suppressed:  # a job left its own attached
+                    otel_context.attach(suppressed)
+                await self._logged(incoming.popleft())
+                if clock.time() >= yield_at:
+                    await asyncio.sleep(0)
+                    yield_at = clock.time() + SLICE_SECONDS
         finally:
-            self.leave(task)
+            consumers.discard(task)
 
     def leave(self, task: asyncio.Task[object]) -> None:
         """`task` gives its place on the loop up (on the loop's thread), once.
 
-        As its job ends, or earlier: a job whose evaluator ignores its cancellation ends
-        without it, and must not keep a place from the jobs waiting.
+        A job whose evaluator ignores its cancellation ends without it: its consumer
+        stops taking jobs once it is free, and another takes its place now.
         """
-        if task in self._holding:
-            self._holding.remove(task)
-            assert self._semaphore is not None
-            self._semaphore.release()
+        if task in self._consumers:
+            self._consumers.discard(task)
+            if self._incoming:
+                self._consumer()
 
     def _loop_task(self, coroutine: Coroutine[object, object, None]) -> asyncio.Task[None]:
         assert self._loop is not None
