@@ -216,7 +216,7 @@ class Engine:
         tracker = self._tracker(entry)
         if self.pipeline is None:
             self._redelivered(entry, entry.spans)
-            self._forward_rest(entry, [], [], entry.spans, tracker, changed=False)
+            self._forward_rest(entry, [], entry.spans, tracker, changed=False)
             tracker.done(1)
             return
         request = entry.request
@@ -258,7 +258,7 @@ class Engine:
         self._redelivered(entry, total)
         if expired_spans:
             self.metrics.expired.add(expired_spans, {"reason": expired})
-        self._forward_rest(entry, held, at, total, tracker, changed=expired_spans > 0)
+        self._forward_rest(entry, at, total, tracker, changed=expired_spans > 0)
         for item in held:
             self._hold(item)
         tracker.done(1)  # the router's own count: every span is accounted for now
@@ -351,7 +351,6 @@ class Engine:
     def _forward_rest(
         self,
         entry: Entry,
-        held: list[Held],
         at: list[tuple[int, int, int]],
         total: int,
         tracker: Tracker,
@@ -361,13 +360,13 @@ class Engine:
         """Everything not held, as received.
 
         The bytes received when nothing is held or `changed` (a status written on an
-        expired span); else the request without the held spans (`at`), encoded again.
+        expired span); else the request without the held spans (at `at`), encoded again.
         """
-        count = total - len(held)
-        tracker.add(count + len(held))
+        count = total - len(at)
+        tracker.add(total)
         if count == 0:
             return
-        if not held:
+        if not at:
             body = entry.request.SerializeToString() if changed else entry.body
             self.forwarder.send(body, count, done_callback(tracker, count))
             return
