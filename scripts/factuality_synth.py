@@ -320,6 +320,52 @@ PHRASES: dict[str, list[str]] = {
     "aged": ["age"], "spokesman": ["spokesperson"], "spokeswoman": ["spokesperson"],
 }  # fmt: skip
 """Words and phrases that assistants restate, for deep paraphrases (`Style.deep`)."""
+
+NEGATIVES: dict[str, list[str]] = {
+    "failed to": ["did not", "didn't"], "had failed to": ["did not"],
+    "has failed to": ["has not managed to"], "have failed to": ["have not managed to"],
+    "were unable to": ["couldn't", "could not"], "is unable to": ["can't", "cannot"],
+    "are unable to": ["can't", "cannot"], "refused to": ["would not", "wouldn't"],
+    "declined to": ["would not", "did not"], "forgot to": ["did not remember to"],
+    "has refused to": ["has not agreed to"], "have refused to": ["have not agreed to"],
+    "had refused to": ["would not"], "has declined to": ["has not agreed to"],
+    "have declined to": ["have not agreed to"], "had declined to": ["did not"],
+    "lacks": ["does not have"], "lacked": ["did not have"], "disagreed": ["did not agree"],
+    "unclear": ["not clear"], "unknown": ["not known"], "unavailable": ["not available"],
+    "incorrect": ["not correct"], "impossible": ["not possible"], "unlikely": ["not likely"],
+    "uncommon": ["not common"], "unsafe": ["not safe"], "invalid": ["not valid"],
+    "insufficient": ["not enough"], "unsuccessful": ["not successful"],
+    "inactive": ["not active"], "ineligible": ["not eligible"], "unpaid": ["not paid"],
+    "unaware": ["not aware"], "rarely": ["not often"], "seldom": ["not often"],
+    "not allowed": ["prohibited", "forbidden"], "not permitted": ["forbidden"],
+    "not possible": ["impossible"], "not available": ["unavailable"],
+    "not clear": ["unclear"], "not known": ["unknown"], "not able to": ["unable to"],
+    "did not succeed": ["failed"], "not enough": ["insufficient"],
+}  # fmt: skip
+"""Negatives restated as assistants restate them: a "not" the source writes as a verb or a
+prefix ("failed to", "unable", "unclear"), and back (`restate_negatives`)."""
+_NEGATIVE_PHRASE = re.compile(
+    r"\b(" + "|".join(sorted(map(re.escape, NEGATIVES), key=len, reverse=True)) + r")\b", re.I
+)
+
+
+def restate_negatives(sentence: str, rng: random.Random) -> str:
+    """Most of a sentence's written-out negatives restated, whatever the answer's depth.
+
+    Without this an answer's "not" that the source does not write would come almost only
+    from contradictions, and a model would learn that every such "not" is wrong.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        token = match.group()
+        if rng.random() < 0.2:
+            return token
+        replacement = rng.choice(NEGATIVES[token.lower()])
+        return upper_first(replacement) if token[:1].isupper() else replacement
+
+    return _NEGATIVE_PHRASE.sub(replace, sentence)
+
+
 _PHRASE = re.compile(
     r"\b(" + "|".join(sorted(map(re.escape, PHRASES), key=len, reverse=True)) + r")\b", re.I
 )
@@ -434,6 +480,7 @@ def restate(sentence: str, rng: random.Random, style: Style, first: bool) -> str
         sentence = reorder(sentence)
     if style.deep:
         sentence = restate_phrases(sentence, rng)
+    sentence = restate_negatives(sentence, rng)
     sentence = restate_words(sentence, rng, style.rate)
     if first:
         sentence = frame(sentence, rng, style)
@@ -680,8 +727,11 @@ def transplant(sentence: str, doc: Document, rng: random.Random) -> str:
 
 _SHORT_SHARE = 0.14
 """Prose cases answered with a bare name or number, as a QA system answers."""
-_NEGATIVE = re.compile(r"n't\b|\b(?:not|never|no|cannot|without)\b")
-_NEGATIVE_SHARE = 0.25
+_NEGATIVE = re.compile(
+    r"n't\b|\b(?:not|never|no|cannot|without|failed to|unable|refused|declined to|lacks?|lacked"
+    r"|unclear|unknown|unavailable|impossible|unlikely|rarely|seldom)\b"
+)
+_NEGATIVE_SHARE = 0.4
 """How often a factual answer starts from a negative sentence, so that negations are as
 common on both sides as the contradictions that add them make them on one."""
 

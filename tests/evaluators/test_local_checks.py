@@ -78,6 +78,8 @@ FAITHFUL = [
     (FILMS, "Low Tide is by Nora Vale."),
     ("Training Day stars Peter Greene.", "Peter Greene starred in Training Day."),
     ("Low Tide was written by Nora Vale.", "Nora Vale wrote Low Tide."),
+    ("The cause of the outage is still unclear.", "It is still not clear what caused the outage."),
+    ("The replacement part is unavailable until March.", "The part is not available until March."),
     (
         ORDERS,
         "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
@@ -99,6 +101,7 @@ WRONG = [
     ("number", LEASE, "The deposit of 4,800 pounds is returned within 30 days of the Term's end."),
     ("name", LEASE, "The deposit is held by Brightwell Estates."),
     ("negation", SHIPPING, "Returns are not free within 30 days."),
+    ("negation", "The part is unavailable until March.", "The part is available until March."),
     ("direction", SHIPPING, "Orders placed after 2 pm ship the same day."),
     (
         "direction",

@@ -8,11 +8,16 @@ it runs here on a few made-up documents in the shape of the HaluEval train files
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
+import random
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from tracefact.evaluators._text import split_sentences
 from tracefact.evaluators.base import EvalCase
@@ -111,3 +116,23 @@ def test_highlights_are_the_summaries_people_wrote_each_with_a_twin_one_sentence
         for sentence in split_sentences(factual["output"]):
             assert sentence in " ".join(factual["contexts"])
     assert {row["kind"] for row in people[1::2]} > {"highlight_withheld"}
+
+
+def test_negatives_are_restated_as_answers_write_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A "not" the source writes as a verb or a prefix is restated, in grammatical forms.
+
+    Otherwise an answer's "not" that its source does not write would come almost only from
+    contradictions, and the model would learn that every such "not" is wrong.
+    """
+    spec = importlib.util.spec_from_file_location("synth", ROOT / "scripts" / "factuality_synth.py")
+    assert spec is not None and spec.loader is not None
+    synth = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "synth", synth)  # its dataclasses look themselves up
+    spec.loader.exec_module(synth)
+    sentence = "The council has refused to publish the report, and the cause is unclear."
+    outputs = {synth.restate_negatives(sentence, random.Random(seed)) for seed in range(40)}
+    assert (
+        "The council has not agreed to publish the report, and the cause is not clear." in outputs
+    )
+    assert sentence in outputs  # not every one: a negative written as a verb stays common
+    assert not any(re.search(r"\bhas (would|did)\b", output) for output in outputs)

@@ -82,7 +82,7 @@ NEGATIONS = frozenset(
     """not no never none nobody nothing neither nor without cannot cant can't won't wont
     isn't aren't wasn't weren't doesn't don't didn't hasn't haven't hadn't shouldn't
     wouldn't couldn't mustn't unable refused refuses refuse declined denied denies
-    fails failed failing lacks lacked""".split()
+    fails failed failing lacks lacked unclear unknown unavailable impossible unlikely""".split()
 )
 """Words that turn a statement's polarity (contractions as written and without apostrophe)."""
 
@@ -496,13 +496,18 @@ def direction_flip(answer: Facts, evidence: Facts) -> Finding | None:
 
     The opposite counts where the source uses it more often than the answer: "its capital
     and smallest city, with the largest port" against "its capital and largest city, with
-    the largest port" took one "largest" away.
+    the largest port" took one "largest" away. The word with a negative prefix
+    ("unavailable") is left to `polarity_flip`, which reads "not available" as the same.
     """
     said, stated = Counter(answer.words), Counter(evidence.words)
     for word in answer.words:
         if word in _DIRECTION_NEUTRAL or word in stated:
             continue
-        opposite = {o for o in OPPOSITES.get(word, frozenset()) if stated[o] > said[o]}
+        opposite = {
+            o
+            for o in OPPOSITES.get(word, frozenset())
+            if stated[o] > said[o] and not (o in NEGATIONS and o.endswith(word))
+        }
         if opposite:
             other = sorted(opposite)[0]
             return Finding(
