@@ -344,9 +344,41 @@ NEGATIVES: dict[str, list[str]] = {
 }  # fmt: skip
 """Negatives restated as assistants restate them: a "not" the source writes as a verb or a
 prefix ("failed to", "unable", "unclear"), and back (`restate_negatives`)."""
-_NEGATIVE_PHRASE = re.compile(
-    r"\b(" + "|".join(sorted(map(re.escape, NEGATIVES), key=len, reverse=True)) + r")\b", re.I
-)
+
+
+def _any_of(table: dict[str, list[str]]) -> re.Pattern[str]:
+    """Any key of ``table`` as a whole word or phrase, the longest first, in any case."""
+    keys = sorted(map(re.escape, table), key=len, reverse=True)
+    return re.compile(r"\b(" + "|".join(keys) + r")\b", re.I)
+
+
+def _restated(
+    sentence: str,
+    table: dict[str, list[str]],
+    pattern: re.Pattern[str],
+    rng: random.Random,
+    keep: float,
+    most: int | None = None,
+) -> str:
+    """Each of ``table``'s keys in ``sentence`` replaced by one of its restatements.
+
+    A share ``keep`` of them stays as written; after ``most`` replacements the rest do.
+    """
+    changed = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal changed
+        token = match.group()
+        if (most is not None and changed >= most) or rng.random() < keep:
+            return token
+        changed += 1
+        replacement = rng.choice(table[token.lower()])
+        return upper_first(replacement) if token[:1].isupper() else replacement
+
+    return pattern.sub(replace, sentence)
+
+
+_NEGATIVE_PHRASE = _any_of(NEGATIVES)
 
 
 def restate_negatives(sentence: str, rng: random.Random) -> str:
@@ -355,20 +387,10 @@ def restate_negatives(sentence: str, rng: random.Random) -> str:
     Without this an answer's "not" that the source does not write would come almost only
     from contradictions, and a model would learn that every such "not" is wrong.
     """
-
-    def replace(match: re.Match[str]) -> str:
-        token = match.group()
-        if rng.random() < 0.2:
-            return token
-        replacement = rng.choice(NEGATIVES[token.lower()])
-        return upper_first(replacement) if token[:1].isupper() else replacement
-
-    return _NEGATIVE_PHRASE.sub(replace, sentence)
+    return _restated(sentence, NEGATIVES, _NEGATIVE_PHRASE, rng, keep=0.2)
 
 
-_PHRASE = re.compile(
-    r"\b(" + "|".join(sorted(map(re.escape, PHRASES), key=len, reverse=True)) + r")\b", re.I
-)
+_PHRASE = _any_of(PHRASES)
 _DROPPABLE = re.compile(
     r"\s+\b(?:already|also|still|just|currently|reportedly|recently|now|very|really|"
     r"initially|originally|officially|eventually|finally|later|then)\b(?=[\s,])",
@@ -402,18 +424,7 @@ def simplify(sentence: str, rng: random.Random) -> str:
 
 def restate_phrases(sentence: str, rng: random.Random) -> str:
     """Many more words restated than `restate_words` does (`Style.deep`)."""
-    changed = 0
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal changed
-        token = match.group()
-        if changed >= 6 or rng.random() < 0.35:
-            return token
-        changed += 1
-        replacement = rng.choice(PHRASES[token.lower()])
-        return upper_first(replacement) if token[:1].isupper() else replacement
-
-    return _PHRASE.sub(replace, sentence)
+    return _restated(sentence, PHRASES, _PHRASE, rng, keep=0.35, most=6)
 
 
 _CONTRACTIONS = {
