@@ -81,6 +81,16 @@ FAITHFUL = [
     ("The cause of the outage is still unclear.", "It is still not clear what caused the outage."),
     ("The replacement part is unavailable until March.", "The part is not available until March."),
     (
+        "Versions 2.x are not affected because they do not include the upload feature.",
+        "Versions 2.x aren't affected, since they lack the upload feature.",
+    ),
+    (
+        MATCH,
+        "Rovers fell behind to a 12th-minute Callum Price header, levelled through a Jordan "
+        "Asante penalty just before half-time, and then won it thanks to two late goals from "
+        "substitute Leo Hartigan.",
+    ),
+    (
         ORDERS,
         "Order 4821 has shipped and its total is 129.90, but there is no tracking number yet.",
     ),
@@ -93,6 +103,24 @@ def test_a_faithful_restatement_has_no_finding(
 ) -> None:
     result = judge(detector, context, answer)
     assert result.raw["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("context", "answer"),
+    [
+        (
+            "Lists are mutable, so a list cannot be used as a dictionary key.",
+            "Lists are mutable; therefore lists can't be dictionary keys.",
+        ),
+        ("The clock was running 7 minutes fast.", "The clock was seven minutes fast."),
+    ],
+)
+def test_words_a_restatement_adds_freely_are_not_missing(
+    detector: LocalFactuality, context: str, answer: str
+) -> None:
+    """Connectives, a negation's spelling, a plural and a number in words claim nothing new."""
+    features = judge(detector, context, answer).raw["features"]
+    assert features["missing_words"] == features["missing_words_aligned"] == 0.0
 
 
 WRONG = [

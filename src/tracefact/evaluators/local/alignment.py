@@ -49,17 +49,39 @@ _ALIGNED = 3
 """Most units a sentence is anchored to."""
 _ADDS = 0.2
 """Least share of the sentence's weight a further unit must add to join the anchor."""
+_JOIN_WORDS = 4
+"""A unit adding less still joins where it brings this many of the sentence's words and
+half of `_ADDS`: a long sentence fused from three passages draws under `_ADDS` from each,
+while one value taken from another passage never joins."""
 _QUESTION_WORDS = 24
 """Only the end of a long question or dialogue history counts as known words."""
 _LEANING_WEIGHT = 0.25
 
 
+_CONNECTIVES = frozenset(
+    """therefore thus hence however instead though although whereas meanwhile moreover
+    furthermore indeed rather""".split()
+)
+"""Words that join claims without making one: a restatement adds them freely."""
+_NOT = frozenset({"cannot", "cant", "wont", "never"})
+"""Negations that are no word of their own: "can't" restates "cannot"."""
+
+
 def content(text: str) -> list[str]:
-    """Stemmed content words of ``text``: no stopwords, no numbers (checked as values)."""
+    """Stemmed content words of ``text``.
+
+    No stopwords or connectives, no numbers in digits or words (checked as values), no
+    negation that is no word of its own (`_NOT`, "n't": polarity is checked apart).
+    """
     return [
         stem(word)
         for word in checks.tokens(text)
-        if word not in STOPWORDS and not word[0].isdigit()
+        if word not in STOPWORDS
+        and word not in _CONNECTIVES
+        and not word[0].isdigit()
+        and word not in checks.NUMBER_WORDS
+        and word not in _NOT
+        and not word.endswith("n't")
     ]
 
 
@@ -174,7 +196,10 @@ class SentenceSupport:
 
 
 def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]]) -> list[int]:
-    """The best unit, then each unit that adds at least `_ADDS` of the sentence's weight."""
+    """The best unit, then each unit that adds enough of the sentence's weight.
+
+    Enough is `_ADDS`, or half that in at least `_JOIN_WORDS` of its words.
+    """
     if not ranked or ranked[0][0] <= 0.0:
         return []
     wanted = set(words)
@@ -186,6 +211,7 @@ def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]
             (
                 math.fsum(evidence.weight(w) for w in (wanted - covered) & evidence.words[i])
                 / total,
+                len((wanted - covered) & evidence.words[i]),
                 i,
             )
             for _, i in ranked[: 4 * _ALIGNED]
@@ -193,8 +219,8 @@ def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]
         ]
         if not gains:
             break
-        gain, best = max(gains)
-        if gain < _ADDS:
+        gain, count, best = max(gains)
+        if gain < _ADDS and not (count >= _JOIN_WORDS and gain >= _ADDS / 2):
             break
         chosen.append(best)
         covered |= evidence.words[best]

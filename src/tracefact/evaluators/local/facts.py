@@ -43,6 +43,9 @@ MONTH_SPELLINGS = (
 """Each month's spellings, in order, the full name first."""
 MONTHS = {name: number for number, names in enumerate(MONTH_SPELLINGS, start=1) for name in names}
 _NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS], key=len, reverse=True))
+NUMBER_WORDS = frozenset([*_UNITS, *_TENS, *_FRACTIONS, "hundred", "thousand", "million"]) - {"one"}
+"""Words `extract` reads as values ("seven" is 7), so a check's, not a word's, to match ("one
+of them" is rarely a count, and stays a word)."""
 _MONTH_WORD = "|".join(sorted(MONTHS, key=len, reverse=True))
 _MONTH_NAME = re.compile(rf"\b(?:{'|'.join(name for name in MONTHS if len(name) > 3)})\b")
 """A month named without a day ("in March"): four letters or more, so never "may" or "Jan"."""
@@ -81,10 +84,17 @@ _APPROXIMATE = re.compile(
 NEGATIONS = frozenset(
     """not no never none nobody nothing neither nor without cannot cant can't won't wont
     isn't aren't wasn't weren't doesn't don't didn't hasn't haven't hadn't shouldn't
-    wouldn't couldn't mustn't unable refused refuses refuse declined denied denies
-    fails failed failing lacks lacked unclear unknown unavailable impossible unlikely""".split()
+    wouldn't couldn't mustn't unable refused refuses refuse declined declines decline denied
+    denies deny fails failed failing fail lacks lacked lacking lack unclear unknown
+    unavailable impossible unlikely""".split()
 )
 """Words that turn a statement's polarity (contractions as written and without apostrophe)."""
+
+
+def negative(word: str) -> bool:
+    """Whether a token (`tokens`) turns its statement's polarity."""
+    return word in NEGATIONS or word.endswith("n't")
+
 
 _OPPOSITES = [
     ("increase", "decrease"), ("increased", "decreased"), ("increases", "decreases"),
@@ -158,6 +168,8 @@ def stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s", "ly"):
         if len(word) - len(suffix) >= 4 and word.endswith(suffix) and not word.endswith("ss"):
             return word[: -len(suffix)]
+    if len(word) == 4 and word.endswith("s") and not word.endswith(("ss", "us", "is", "as")):
+        return word[:-1]  # "keys" / "key", "cars" / "car"
     return word
 
 
@@ -336,7 +348,7 @@ def extract(text: str, bare: bool = False) -> Facts:
             taken.append(match.span())
     facts.months.update(MONTHS[name] for name in _MONTH_NAME.findall(text.lower()))
     facts.words = tokens(text)
-    facts.negations = sum(1 for word in facts.words if word in NEGATIONS or word.endswith("n't"))
+    facts.negations = sum(1 for word in facts.words if negative(word))
     masked = list(text)
     for start, end in taken:  # a value is masked as digits: "28E" stays no name
         masked[start:end] = "0" * (end - start)
@@ -486,7 +498,7 @@ def polarity_flip(answer: Facts, evidence: Facts) -> Finding | None:
     if (answer.negations % 2) == (evidence.negations % 2):
         return None
     if answer.negations > evidence.negations:
-        cue = next(w for w in answer.words if w in NEGATIONS or w.endswith("n't"))
+        cue = next(w for w in answer.words if negative(w))
         return Finding("negation", cue, f"the answer says {cue!r} where the source does not")
     return Finding("negation", "", "the source is negative where the answer is not")
 
