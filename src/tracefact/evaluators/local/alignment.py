@@ -207,16 +207,13 @@ def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]
     chosen = [ranked[0][1]]
     covered = wanted & evidence.words[ranked[0][1]]
     while len(chosen) < _ALIGNED:
-        gains = [
-            (
-                math.fsum(evidence.weight(w) for w in (wanted - covered) & evidence.words[i])
-                / total,
-                len((wanted - covered) & evidence.words[i]),
-                i,
-            )
-            for _, i in ranked[: 4 * _ALIGNED]
-            if i not in chosen
-        ]
+        uncovered = wanted - covered
+        gains = []
+        for _, i in ranked[: 4 * _ALIGNED]:
+            if i in chosen:
+                continue
+            added = uncovered & evidence.words[i]
+            gains.append((math.fsum(evidence.weight(w) for w in added) / total, len(added), i))
         if not gains:
             break
         gain, count, best = max(gains)
