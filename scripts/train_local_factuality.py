@@ -114,12 +114,25 @@ def halueval_examples(
     tokenizer: HFTokenizer,
     config: ModelConfig,
     rng: random.Random,
+    swapped: float = 0.0,
 ) -> list[Example]:
+    """``per_task`` answers of each HaluEval train file, and faithful ones against others'.
+
+    ``swapped`` times as many of its faithful answers are read against another record's
+    contexts, as hallucinated: an answer is judged by its contexts, however much it reads
+    like a right one.
+    """
     examples = []
     for stem, count in per_task.items():
         records = read_jsonl(data / f"{stem}_train.jsonl.gz")
         rng.shuffle(records)
-        for record in records[:count]:
+        chosen = records[:count]
+        faithful = [record for record in records[count:] if not record["hallucinated"]]
+        for record in faithful[: int(count * swapped)]:
+            other = records[rng.randrange(len(records))]
+            if other["contexts"] != record["contexts"]:
+                chosen.append(record | {"contexts": other["contexts"], "hallucinated": True})
+        for record in chosen:
             if not record["output"].strip() or not any(c.strip() for c in record["contexts"]):
                 continue
             inputs = plan(record, tokenizer, config)
@@ -343,6 +356,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cases", type=int, default=24000, help="synthetic cases to train on")
     parser.add_argument("--halueval", type=int, default=4500, help="HaluEval cases (all tasks)")
+    parser.add_argument(
+        "--swapped",
+        type=float,
+        default=0.0,
+        help="faithful HaluEval answers read against another record's contexts (hallucinated), "
+        "as a share of --halueval",
+    )
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=8e-5)
     parser.add_argument("--token-budget", type=int, default=4096)
@@ -418,7 +438,7 @@ def train(
     examples = synthetic_examples(records[: args.cases], tokenizer, config)
     share = {"halueval_qa": 0.5, "halueval_summarization": 0.2, "halueval_dialogue": 0.3}
     per_task = {stem: int(args.halueval * part) for stem, part in share.items()}
-    examples += halueval_examples(args.data, per_task, tokenizer, config, rng)
+    examples += halueval_examples(args.data, per_task, tokenizer, config, rng, args.swapped)
     held_out = synthetic_examples(read_jsonl(args.synth / "tune.jsonl")[:300], tokenizer, config)
     inputs = sum(len(e.inputs) for e in examples)
     tokens = sum(len(i.ids) for e in examples for i in e.inputs)
