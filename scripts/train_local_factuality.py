@@ -129,7 +129,7 @@ def halueval_examples(
         chosen = records[:count]
         faithful = [record for record in records[count:] if not record["hallucinated"]]
         for record in faithful[: int(count * swapped)]:
-            other = records[rng.randrange(len(records))]
+            other = rng.choice(records)
             if other["contexts"] != record["contexts"]:
                 chosen.append(record | {"contexts": other["contexts"], "hallucinated": True})
         for record in chosen:
