@@ -62,6 +62,38 @@ async def test_context_swap_flips_the_label(detector: LocalFactuality) -> None:
     assert set(own.raw["features"]) == set(FEATURES)
 
 
+async def test_contexts_about_another_subject_are_named_in_the_explanation(
+    detector: LocalFactuality,
+) -> None:
+    question = "What did Marie Curie study in Paris?"
+    own = await detector.evaluate(case("She studied physics.", question=question))
+    elsewhere = await detector.evaluate(
+        case("She studied physics.", contexts=[OTHER_CONTEXT], question=question)
+    )
+    assert own.label == "factual"
+    assert own.raw["topic_overlap"] > 0.5
+    assert "about something else" not in own.explanation
+    assert elsewhere.label == "hallucinated"
+    assert elsewhere.raw["topic_overlap"] == 0.0
+    assert "The contexts are about something else" in elsewhere.explanation
+
+
+async def test_a_bare_yes_rests_on_the_contexts_a_sign_off_claims_nothing(
+    detector: LocalFactuality,
+) -> None:
+    question = "Was Marie Curie born in Warsaw?"
+    own = await detector.evaluate(case("Yes.", question=question))
+    elsewhere = await detector.evaluate(case("Yes.", contexts=[OTHER_CONTEXT], question=question))
+    thanks = await detector.evaluate(
+        case("Happy to help!", contexts=[OTHER_CONTEXT], question="Thanks a lot!")
+    )
+    assert (own.label, own.explanation) == ("factual", "The answer makes no claim to check.")
+    assert elsewhere.label == "hallucinated"
+    assert elsewhere.unsupported == ["Yes."]
+    assert "about something else" in elsewhere.explanation
+    assert (thanks.label, thanks.score) == ("factual", 0.0)
+
+
 @pytest.mark.parametrize(
     ("question", "faithful", "edited"),
     [

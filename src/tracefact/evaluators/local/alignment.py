@@ -192,6 +192,20 @@ class SentenceSupport:
     """False for a sentence that claims nothing ("Hope this helps!", "Yes.")."""
 
 
+def topic_overlap(evidence: Evidence, question: str, answer: str) -> float:
+    """The larger share of the question's or the answer's content words in the evidence.
+
+    Near 0 when the contexts are about another subject (retrieval brought back the wrong
+    documents): the calibration's ``off_topic`` term (`config.case_terms`).
+    """
+    shares = [
+        len(words & evidence.all_words) / len(words)
+        for words in (set(content(question)), set(content(answer)))
+        if words
+    ]
+    return max(shares, default=1.0)  # no words of either: nothing to be off the topic of
+
+
 def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]]) -> list[int]:
     """The best unit, then each unit that adds enough of the sentence's weight.
 
@@ -563,6 +577,14 @@ _CHAT_WORDS = frozenset(
 """Words of what an assistant says about the conversation ("I've checked.", "Here's what I
 found.", "Happy to dig further."): a sentence of these and small words alone claims
 nothing either."""
+
+
+_YES_OR_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
+
+
+def yes_or_no(sentences: Sequence[str]) -> bool:
+    """Whether the whole answer is a bare yes or no, which claims what the question asks."""
+    return len(sentences) == 1 and bool(_YES_OR_NO.match(sentences[0]))
 
 
 def _claims_nothing(sentence: str) -> bool:

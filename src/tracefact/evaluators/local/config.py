@@ -9,15 +9,27 @@ from typing import Any
 from tracefact.evaluators.local.alignment import FEATURES
 
 SHAPE_FEATURES = ("log_sentences", "question", "log_question_words")
-"""Names of an answer's shape terms, in the order of `case_shape`."""
-CASE_FEATURES = ("worst_sentence", *SHAPE_FEATURES)
-"""Names of the per-answer calibration inputs: the worst sentence's logit, then the shape."""
+"""Names of an answer's shape terms, in the order of `case_terms`."""
+CASE_FEATURES = ("worst_sentence", *SHAPE_FEATURES, "off_topic")
+"""Names of the per-answer calibration inputs: the worst sentence's logit, the shape, and
+how far the contexts are from being about the question and the answer at all."""
+OFF_TOPIC_OVERLAP = 0.1
+"""Below this share of the question's (or the answer's) words found in the contexts, the
+contexts are read as being about something else (`case_terms`)."""
 
 
-def case_shape(sentences: int, question: str) -> tuple[float, float, float]:
-    """An answer's shape (`SHAPE_FEATURES`): one value per case, whichever sentence is worst."""
+def case_terms(sentences: int, question: str, topic_overlap: float) -> tuple[float, ...]:
+    """An answer's calibration inputs after its worst sentence (`CASE_FEATURES`).
+
+    Its shape, one value per case whichever sentence is worst, and ``off_topic``: 0 while
+    at least `OFF_TOPIC_OVERLAP` of the question's or the answer's words are in the
+    contexts (`alignment.topic_overlap`), rising to 1 where none are. Retrieval that
+    brought back another subject leaves every sentence of the answer unsupported, yet a
+    short answer to a question reads as supported to the per-sentence checks and model.
+    """
     words = len(question.split())
-    return (math.log(max(1, sentences)), float(words > 0), math.log1p(words))
+    off_topic = max(0.0, 1.0 - topic_overlap / OFF_TOPIC_OVERLAP)
+    return (math.log(max(1, sentences)), float(words > 0), math.log1p(words), off_topic)
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,8 @@ class ModelConfig:
     combined logit it weighs the case's shape, which shifts how high the worst of its
     sentence scores runs by chance alone: how many sentences were judged, and whether
     (and how long) a question was asked (a summary of one long document, with no
-    question, has no question words to anchor its sentences)."""
+    question, has no question words to anchor its sentences), and whether the contexts
+    are about the question or the answer at all (``off_topic``)."""
     threshold: float = 0.5
     version: str = "dev"
     cls_id: int = 101

@@ -36,11 +36,21 @@ from tracefact.evaluators.base import (
     EvaluatorDescription,
     InvalidCaseError,
 )
-from tracefact.evaluators.local.alignment import FEATURES, Evidence, SentenceSupport, support
+from tracefact.evaluators.local.alignment import (
+    FEATURES,
+    Evidence,
+    SentenceSupport,
+    support,
+    topic_overlap,
+    yes_or_no,
+)
 from tracefact.evaluators.local.batching import Batcher
-from tracefact.evaluators.local.config import ModelConfig, case_shape
+from tracefact.evaluators.local.config import ModelConfig, case_terms
 from tracefact.evaluators.local.inputs import model_inputs
 from tracefact.evaluators.local.runtime import Runtime, load_runtime, model_dir
+
+NOT_READ = -10.0
+"""The model logit of a sentence not judged (so not read), as the combiner was fitted."""
 
 
 def _sigmoid(value: float) -> float:
@@ -61,7 +71,10 @@ class SentenceEvidence:
     sequences: int
     """Model inputs read for the case."""
     question: str
-    """The case's input, whose shape the calibration weighs (`config.case_shape`)."""
+    """The case's input, whose shape the calibration weighs (`config.case_terms`)."""
+    topic_overlap: float
+    """How much of the question or the answer the contexts are about
+    (`alignment.topic_overlap`), which the calibration also weighs."""
 
     @property
     def sentences(self) -> list[str]:
@@ -191,11 +204,12 @@ class LocalFactuality:
             for item, logit in zip(inputs, runtime.logits(inputs), strict=True):
                 sentence_logits[item.sentence] = max(sentence_logits[item.sentence], logit)
             rows = [
-                [logit if math.isfinite(logit) else -10.0, *item.row]
+                [logit if math.isfinite(logit) else NOT_READ, *item.row]
                 for logit, item in zip(sentence_logits, supports, strict=True)
             ]
             sequences += len(inputs)
-            evidence.append(SentenceEvidence(supports, rows, len(inputs), case.input))
+            overlap = topic_overlap(found, case.input, case.output)
+            evidence.append(SentenceEvidence(supports, rows, len(inputs), case.input, overlap))
         with self._stats_lock:
             self._stats.update(batches=1, cases=len(cases), sequences=sequences)
         return evidence
@@ -208,27 +222,58 @@ class LocalFactuality:
         elapsed_ms = (time.perf_counter() - started) * 1000
         return [self._result(item, config, elapsed_ms) for item in evidence]
 
+    def _no_sentence_judged(
+        self,
+        evidence: SentenceEvidence,
+        score: float,
+        off_topic: str,
+        evaluator: str,
+        elapsed_ms: float,
+    ) -> EvalResult:
+        """The verdict on an answer none of whose sentences claims anything to check."""
+        unsupported = score >= self.threshold
+        return EvalResult(
+            name=self.name,
+            label=HALLUCINATED if unsupported else FACTUAL,
+            score=score,
+            explanation=f"{off_topic}A bare yes or no rests on nothing in them."
+            if unsupported
+            else "The answer makes no claim to check.",
+            unsupported=evidence.sentences if unsupported else [],
+            evaluator=evaluator,
+            latency_ms=elapsed_ms,
+            cost_usd=0.0,
+            annotator_kind="CODE",
+            raw={
+                "sentences": len(evidence.supports),
+                "threshold": self.threshold,
+                "topic_overlap": round(evidence.topic_overlap, 4),
+            },
+        )
+
     def _result(
         self, evidence: SentenceEvidence, config: ModelConfig, elapsed_ms: float
     ) -> EvalResult:
         threshold = self.threshold
         evaluator = f"local-factuality({config.version})"
         judged = [i for i, item in enumerate(evidence.supports) if item.judged]
-        if not judged:
-            return EvalResult(
-                name=self.name,
-                label=FACTUAL,
-                score=0.0,
-                explanation="The answer makes no claim to check.",
-                evaluator=evaluator,
-                latency_ms=elapsed_ms,
-                cost_usd=0.0,
-                annotator_kind="CODE",
-                raw={"sentences": len(evidence.supports), "threshold": threshold},
-            )
         worst_weight, *shape_weights, intercept = config.calibration
-        shape = case_shape(len(judged), evidence.question)
-        offset = intercept + sum(w * x for w, x in zip(shape_weights, shape, strict=True))
+        terms = case_terms(len(judged), evidence.question, evidence.topic_overlap)
+        offset = intercept + sum(w * x for w, x in zip(shape_weights, terms, strict=True))
+        off_topic = (
+            f"The contexts are about something else: at most {evidence.topic_overlap:.0%} "
+            "of the question's or the answer's words are in them. "
+            if terms[-1] > 0
+            else ""
+        )
+        if not judged:
+            # A bare yes or no claims what the question asks: over contexts about another
+            # subject it rests on nothing, scored as the calibration scores an answer of
+            # which no sentence was read.
+            score = 0.0
+            if off_topic and yes_or_no(evidence.sentences):
+                score = _sigmoid(worst_weight * NOT_READ + offset)
+            return self._no_sentence_judged(evidence, score, off_topic, evaluator, elapsed_ms)
         scores = [0.0] * len(evidence.supports)
         for index in judged:
             row = evidence.rows[index]
@@ -247,7 +292,7 @@ class LocalFactuality:
                 parts.append(f"{item.sentence!r} ({scores[index]:.2f}){why}")
             explanation = (
                 f"{len(flagged)} of {len(judged)} answer sentence(s) not supported by the "
-                f"contexts. " + " | ".join(parts)
+                f"contexts. {off_topic}" + " | ".join(parts)
             )
         else:
             explanation = (
@@ -274,5 +319,6 @@ class LocalFactuality:
                     for f in evidence.supports[worst].findings
                 ],
                 "sequences": evidence.sequences,
+                "topic_overlap": round(evidence.topic_overlap, 4),
             },
         )
