@@ -95,6 +95,30 @@ async def test_a_bare_yes_rests_on_the_contexts_a_sign_off_claims_nothing(
 
 
 @pytest.mark.parametrize(
+    "abstention",
+    [
+        "I couldn't find anything about gift card refunds in the documents I have.",
+        "The provided documents don't cover gift card refunds, so I can't answer that.",
+        "Sorry, I don't know.",
+    ],
+)
+async def test_saying_the_contexts_lack_the_answer_claims_nothing(
+    detector: LocalFactuality, abstention: str
+) -> None:
+    question = "Can I get a refund on a gift card?"
+    result = await detector.evaluate(case(abstention, contexts=[OTHER_CONTEXT], question=question))
+    guessed = await detector.evaluate(
+        case(
+            f"{abstention[:-1]}, but they can be refunded within 30 days.",
+            [OTHER_CONTEXT],
+            question,
+        )
+    )
+    assert (result.label, result.explanation) == ("factual", "The answer makes no claim to check.")
+    assert guessed.label == "hallucinated"
+
+
+@pytest.mark.parametrize(
     ("question", "faithful", "edited"),
     [
         (QUESTION, "Warsaw", "Paris"),

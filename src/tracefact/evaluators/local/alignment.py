@@ -579,6 +579,20 @@ found.", "Happy to dig further."): a sentence of these and small words alone cla
 nothing either."""
 
 
+_ABSTAINS = re.compile(
+    r"^\W*(?:sorry,?\s*)?(?:i (?:do not|don't|did not|didn't) know|i(?:'m| am) not sure"
+    r"|i (?:could not|couldn't|can't|cannot|was unable to|am unable to) "
+    r"(?:find|answer|tell|say|see|confirm)"
+    r"|(?:the |these |those )?(?:provided |given |retrieved |available )?(?:documents?|contexts?"
+    r"|passages?|sources?|information|results?|records?|excerpts?|text|article|tool output) "
+    r"(?:provided |given |i have )?(?:do not|don't|does not|doesn't|did not|didn't|never) "
+    r"(?:cover|mention|say|state|specify|include|contain|address|discuss|indicate|give|list)"
+    r"|there (?:is|was) no (?:information|mention|record))\b(?![^.!?]*(?:\bbut\b|;))",
+    re.I,
+)
+"""A sentence that only says the answer is not known or not in the sources ("I couldn't
+find anything about gift card refunds in the documents.") claims nothing about the
+subject; one that goes on ("..., but it is probably X") is judged."""
 _YES_OR_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 
 
@@ -588,7 +602,7 @@ def yes_or_no(sentences: Sequence[str]) -> bool:
 
 
 def _claims_nothing(sentence: str) -> bool:
-    if _SOCIAL.match(sentence):
+    if _SOCIAL.match(sentence) or _ABSTAINS.match(sentence):
         return True
     return all(word in STOPWORDS or word in _CHAT_WORDS for word in checks.tokens(sentence))
 
