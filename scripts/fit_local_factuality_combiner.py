@@ -56,6 +56,7 @@ from tracefact.evaluators.base import EvalCase  # noqa: E402
 from tracefact.evaluators.local import LocalFactuality  # noqa: E402
 from tracefact.evaluators.local.alignment import FEATURES  # noqa: E402
 from tracefact.evaluators.local.config import CASE_FEATURES, case_terms  # noqa: E402
+from tracefact.evaluators.local.evaluator import NOT_READ  # noqa: E402
 
 
 def logistic(
@@ -232,7 +233,7 @@ def case_design(answers: Answers, weights: np.ndarray, bias: float) -> np.ndarra
             for row, keep in zip(rows, judged, strict=True)
             if keep
         ]
-        design.append((max(raws, default=-10.0), *case_terms(len(raws), question, overlap)))
+        design.append((max(raws, default=NOT_READ), *case_terms(len(raws), question, overlap)))
     return np.array(design)
 
 
