@@ -78,6 +78,22 @@ async def test_contexts_about_another_subject_are_named_in_the_explanation(
     assert "The contexts are about something else" in elsewhere.explanation
 
 
+@pytest.mark.parametrize(
+    ("question", "answer", "context"),
+    [
+        ("Is it safe for kids?", "Yes, from age 6.", "Suitable for children aged six and over."),
+        ("What's the price?", "$20.", "Cost: 20 USD per month."),
+    ],
+)
+async def test_a_short_answer_in_other_words_is_not_off_topic(
+    detector: LocalFactuality, question: str, answer: str, context: str
+) -> None:
+    result = await detector.evaluate(case(answer, contexts=[context], question=question))
+    assert result.raw["topic_overlap"] >= 0.5
+    assert "about something else" not in result.explanation
+    assert result.label == "factual"
+
+
 async def test_a_bare_yes_rests_on_the_contexts_a_sign_off_claims_nothing(
     detector: LocalFactuality,
 ) -> None:

@@ -193,17 +193,24 @@ class SentenceSupport:
 
 
 def topic_overlap(evidence: Evidence, question: str, answer: str) -> float:
-    """The larger share of the question's or the answer's content words in the evidence.
+    """The larger share of the question's or the answer's words and values in the evidence.
 
     Near 0 when the contexts are about another subject (retrieval brought back the wrong
-    documents): the calibration's ``off_topic`` term (`config.case_terms`).
+    documents): the calibration's ``off_topic`` term (`config.case_terms`). Values count
+    as the evidence writes them ("$20" is "20 USD"); a case of fewer than `_TOPIC_WORDS`
+    words and values ("What's the price?" "$20.") tells too little to be called off topic.
     """
-    shares = [
-        len(words & evidence.all_words) / len(words)
-        for words in (set(content(question)), set(content(answer)))
-        if words
-    ]
-    return max(shares, default=1.0)  # no words of either: nothing to be off the topic of
+    asked, said = _topic_words(question), _topic_words(answer)
+    if len(asked | said) < _TOPIC_WORDS:
+        return 1.0
+    return max(len(words & evidence.all_words) / len(words) for words in (asked, said) if words)
+
+
+_TOPIC_WORDS = 3
+
+
+def _topic_words(text: str) -> set[str]:
+    return set(content(text)) | {claim.key for claim in checks.claims(checks.extract(text))}
 
 
 def _anchor(evidence: Evidence, words: list[str], ranked: list[tuple[float, int]]) -> list[int]:
